@@ -1,0 +1,93 @@
+# kiln: one GNU Makefile. Targets: all, test, test SAN=1, bench, check, run,
+# install, clean. Objects go to build/ (build-san/ for SAN=1).
+PREFIX ?= /usr/local
+CC ?= cc
+SAN ?= 0
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
+        -Wmissing-prototypes -Wno-unused-parameter -Wvla
+ifeq ($(SAN),1)
+  BUILD := build-san
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+  BUILD := build
+  OPT := -O2 -g -march=native
+endif
+CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc
+LDFLAGS := $(OPT) -fopenmp
+LIBS := -lopenblas -ljansson -lz -lm
+
+# Layers in order; a layer may include only the headers of the ones before it.
+LAYERS := core ops autograd ir lazy passes exec nn
+LIB_SRC := $(foreach l,$(LAYERS),$(sort $(wildcard src/$(l)/*.c)))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC := tests/test_main.c $(sort $(wildcard tests/*/*.c))
+TEST_OBJ := $(TEST_SRC:%.c=$(BUILD)/%.o)
+TOOL_SRC := $(sort $(wildcard tools/*.c))
+TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
+BENCH_SRC := $(sort $(wildcard bench/*.c))
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+
+.PHONY: all test bench check run install uninstall clean deps deps-test bench-compare
+
+all: $(BUILD)/libkiln.a $(BUILD)/kiln $(BUILD)/logreg
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo CC $<
+	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Objects are linked directly (not through the archive) so that every op's
+# definition is seen (Note [Weak entries] in src/ops/table.c).
+$(BUILD)/libkiln.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/kiln: $(TOOL_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/logreg: $(BUILD)/examples/logreg.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/test_kiln: $(TEST_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+test: deps-test
+	$(MAKE) $(BUILD)/test_kiln
+	OMP_NUM_THREADS=2 ./$(BUILD)/test_kiln $(FILTER)
+
+bench: $(BUILD)/bench_kiln
+	./$(BUILD)/bench_kiln
+
+run: deps
+	$(MAKE) all
+	./$(BUILD)/logreg
+
+deps:
+	@sh scripts/deps.sh
+
+# Layering: a file in src/<layer>/ may include only its own layer's and
+# lower layers' headers.
+check:
+	@sh scripts/check_layers.sh $(LAYERS)
+
+install: $(BUILD)/libkiln.a
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/kiln.h $(DESTDIR)$(PREFIX)/include/kiln.h
+	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/libkiln.a
+	sed -e 's|@PREFIX@|$(PREFIX)|' kiln.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/include/kiln.h $(DESTDIR)$(PREFIX)/lib/libkiln.a \
+	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
+
+clean:
+	rm -rf build build-san
+
+-include $(shell find build build-san -name '*.d' 2>/dev/null)
+
+deps-test:
+	@sh scripts/deps.sh --test

@@ -1,0 +1,26 @@
+#!/bin/sh
+# scripts/deps.sh: installs the Debian packages kiln needs, when missing.
+# Usage: sh scripts/deps.sh [--test]   (--test adds what the test suite uses)
+set -e
+PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
+if [ "$1" = "--test" ]; then
+  PKGS="$PKGS graphviz"
+fi
+missing=""
+for p in $PKGS; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+echo "deps.sh: installing:$missing"
+if [ "$(id -u)" != "0" ]; then
+  if command -v sudo >/dev/null 2>&1; then SUDO=sudo; else
+    echo "deps.sh: these Debian packages are missing:$missing" >&2
+    echo "deps.sh: run as root (or install them): apt-get install$missing" >&2
+    exit 1
+  fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+${SUDO:-} apt-get update -qq
+${SUDO:-} apt-get install -y -qq $missing

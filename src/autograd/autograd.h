@@ -1,0 +1,113 @@
+/* src/autograd/autograd.h: autograd's internal view: backward nodes and
+ * edges, per-tensor autograd state, and the engine's entry points. */
+#ifndef KILN_AUTOGRAD_H
+#define KILN_AUTOGRAD_H
+
+#include "ops/op.h"
+
+typedef struct ag_node ag_node;
+
+typedef struct ag_edge {
+  ag_node *node;  /* owned reference; NULL = no gradient flows there */
+  int input_nr;   /* which of node's gradient inputs this feeds */
+} ag_edge;
+
+/* Computes gradients for the node's next edges from the gradients of its
+ * forward outputs. grads_in[i] may be NULL (no gradient reached output i).
+ * needs[j] says whether next edge j wants a gradient. Writes new references
+ * (or NULL) into grads_out. */
+typedef int (*ag_apply_fn)(ag_node *n, kiln_tensor *const *grads_in,
+                           const bool *needs, kiln_tensor **grads_out);
+
+typedef struct ag_hook {
+  int output_nr;                      /* tensor hooks: which output */
+  kiln_tensor *(*fn)(kiln_tensor *grad, void *ud);
+  void *ud;
+} ag_hook;
+
+typedef struct ag_saved {
+  kiln_tensor *t;        /* owned: the input, or a data-less alias of an output */
+  uint32_t version;      /* storage version when saved */
+  bool is_output;
+} ag_saved;
+
+/* Note [Node kinds]: an op node (op >= 0) runs op_table[op].grad on its
+ * saved arguments; AccumulateGrad (op == AG_ACCUMULATE) adds into a leaf's
+ * .grad; other kinds (DifferentiableGraph backward, ...) bring their own
+ * apply and release. */
+enum { AG_ACCUMULATE = -1, AG_CUSTOM = -2 };
+
+struct ag_node {
+  int refcount;
+  int op;
+  const char *name;
+  uint64_t seq;          /* creation order; AccumulateGrad is UINT64_MAX */
+  int n_inputs;          /* gradient inputs = forward outputs */
+  op_meta *in_meta;      /* shape/dtype of each forward output */
+  int n_next;
+  ag_edge *next;         /* one per input slot of the forward */
+  ag_apply_fn apply;
+  void (*release_fn)(ag_node *n);  /* frees custom state */
+  void *state;           /* custom state */
+  /* op nodes: saved arguments (tensors in args point into saved[]) */
+  op_val *args;
+  int n_args;
+  ag_saved *saved;
+  int n_saved;
+  ag_saved *saved_outs;  /* when OPF_SAVE_OUT */
+  bool freed;            /* saved state dropped after a backward */
+  /* AccumulateGrad */
+  kiln_tensor *leaf;     /* owned */
+  /* tensor hooks on outputs (non-leaf tensors) */
+  ag_hook *pre_hooks;
+  int n_pre_hooks;
+  /* retain_grad: outputs whose gradient is stored in .grad (weak) */
+  kiln_tensor **retainers;
+  int n_retainers;
+  char *trace;           /* anomaly mode: the forward op that made it */
+  /* engine scratch (valid during one backward) */
+  uint64_t task;
+  int deps;
+  bool needed;
+  kiln_tensor **inbuf;
+};
+
+/* Per-tensor autograd state (core's kiln_tensor.ag). */
+typedef struct ag_meta {
+  kiln_tensor *grad;     /* owned */
+  ag_node *grad_fn;      /* owned */
+  int output_nr;
+  ag_node *grad_acc;     /* weak: the leaf's AccumulateGrad, if any */
+  bool retains_grad;
+  ag_hook *hooks;        /* leaf tensor hooks */
+  int n_hooks;
+  ag_hook *post_hooks;   /* post-accumulate hooks */
+  int n_post_hooks;
+  char *name;            /* optional, for the DOT dump */
+} ag_meta;
+
+/* The tensor's meta, created on first use (NULL only on OOM). */
+ag_meta *ag_meta_get(kiln_tensor *t);
+/* A new node (refcount 1) with n_next empty edges. */
+ag_node *ag_node_new(int op, const char *name, int n_inputs, int n_next);
+void ag_node_retain(ag_node *n);
+void ag_node_release(ag_node *n);
+/* The edge through which gradient for t flows: its grad_fn, or its
+ * (created on demand) AccumulateGrad. node NULL if t needs no grad. */
+int ag_gradient_edge(kiln_tensor *t, ag_edge *out);
+/* Makes outs[i] (floating ones) outputs of node n. */
+void ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n);
+/* Unpacks a saved tensor, checking its version. NULL + error if modified. */
+kiln_tensor *ag_unpack(ag_node *n, ag_saved *s, int index);
+/* Installs autograd's hooks into the op layer and core (idempotent). */
+void ag_init(void);
+bool ag_anomaly_enabled(void);
+/* Is the running backward recording itself (create_graph)? */
+bool ag_engine_create_graph(void);
+/* op_autograd_hook: attaches a backward node to an op's outputs. */
+int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_outs);
+/* apply of op nodes: runs op_table[op].grad on the saved arguments. */
+int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
+                kiln_tensor **grads_out);
+
+#endif

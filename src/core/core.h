@@ -1,0 +1,130 @@
+/* src/core/core.h: kiln's core layer, internal view: the tensor and storage
+ * structs, the allocation hook, errors, scopes. Every other layer builds on
+ * these; nothing here knows about ops, autograd or graphs. */
+#ifndef KILN_CORE_H
+#define KILN_CORE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kiln.h"
+
+/* Broken invariants only (never user errors). */
+#include <assert.h>
+#define KILN_ASSERT(x) assert(x)
+
+/* ---- allocation: every allocation goes through these ---------------- */
+/* Returns NULL (and sets the error message) on failure. */
+void *core_alloc(size_t nbytes);
+void *core_calloc(size_t n, size_t size);
+void *core_realloc(void *p, size_t nbytes);
+/* 64-byte aligned; free with core_free_aligned. */
+void *core_alloc_aligned(size_t nbytes);
+void core_free(void *p);
+void core_free_aligned(void *p);
+char *core_strdup(const char *s);
+/* Test hook: make the nth allocation from now fail (1 = the next one);
+ * 0 disables. Returns the number of allocations made since the last call. */
+long core_alloc_fail_at(long n);
+
+/* ---- errors ---------------------------------------------------------- */
+/* Sets the thread's error message (printf-style) and returns status. */
+int core_error(int status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+int core_verror(int status, const char *fmt, va_list ap);
+/* Appends to the current message (for context such as "in node %3"). */
+void core_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- storage and tensors --------------------------------------------- */
+typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_device;
+
+/* Refcounted memory. A storage's version counter is shared by all views of
+ * it: in-place writes bump it, autograd compares it (Note [Saved versions]). */
+typedef struct core_storage {
+  int refcount;
+  uint32_t version;
+  size_t nbytes;
+  void *data;      /* 64-byte aligned, or NULL for data-less (symbolic) */
+  bool owns_data;  /* data lives in this allocation or was core_alloc'd */
+} core_storage;
+
+struct ag_meta;   /* autograd's per-tensor state (src/autograd) */
+
+struct kiln_tensor {
+  int refcount;
+  kiln_dtype dtype;
+  uint8_t device;          /* core_device */
+  uint8_t ndim;
+  bool wrapped_number;     /* a Python-style scalar (promotion: lowest tier) */
+  bool requires_grad;      /* leaf flag, or has a grad_fn (kept by autograd) */
+  int64_t offset;          /* in elements */
+  int64_t shape[KILN_MAX_DIMS];
+  int64_t strides[KILN_MAX_DIMS];  /* in elements */
+  core_storage *storage;   /* owned reference; NULL only for symbolic tensors */
+  struct ag_meta *ag;      /* NULL until autograd needs it */
+  void *lazy;              /* lazy layer's state, NULL for CPU */
+};
+
+/* Hooks set by upper layers so that core can free their per-tensor state
+ * without including their headers. */
+extern void (*core_ag_meta_free_hook)(kiln_tensor *t);
+extern void (*core_lazy_free_hook)(kiln_tensor *t);
+
+/* A new contiguous tensor (refcount 1, not registered with any scope).
+ * NULL on bad shape or OOM. */
+kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt);
+/* A tensor header over an existing storage (retained): a view. */
+kiln_tensor *core_tensor_view(core_storage *s, kiln_dtype dt, int ndim,
+                              const int64_t *shape, const int64_t *strides,
+                              int64_t offset);
+/* A tensor header without storage (shape/dtype only). */
+kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt);
+/* Number of open scopes on this thread. */
+int core_scope_depth(void);
+/* Registers t with the innermost open scope (if any); returns t. */
+kiln_tensor *core_autorelease(kiln_tensor *t);
+/* Validates a shape: 0 <= ndim <= KILN_MAX_DIMS, sizes >= 0. */
+int core_check_shape(const char *fn, int ndim, const int64_t *shape);
+int64_t core_numel(int ndim, const int64_t *shape);
+void core_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
+bool core_is_contiguous(const kiln_tensor *t);
+/* Normalises a possibly negative dim for a tensor of ndim dims (ndim 0 is
+ * treated as 1, as PyTorch does). Returns -1 and sets the error if out of
+ * range. */
+int core_wrap_dim(const char *fn, int64_t dim, int ndim);
+/* "[4, 3]" into buf. */
+char *core_shape_str(int ndim, const int64_t *shape, char *buf, size_t n);
+/* "Float[4, 3]" for messages. */
+char *core_tensor_desc(const kiln_tensor *t, char *buf, size_t n);
+static inline void *core_data(const kiln_tensor *t) {
+  return t->storage && t->storage->data
+             ? (char *)t->storage->data + t->offset * (int64_t)kiln_dtype_size(t->dtype)
+             : NULL;
+}
+/* Bumps the version counter of t's storage (after an in-place write). */
+static inline void core_bump_version(kiln_tensor *t) {
+  if (t->storage) t->storage->version++;
+}
+void core_storage_release(core_storage *s);
+
+/* Reads element i (in C order over t's logical shape) as double. Slow;
+ * for tests, item and printing. */
+double core_get_flat(const kiln_tensor *t, int64_t i);
+
+/* ---- dtypes ----------------------------------------------------------- */
+bool core_dtype_is_floating(kiln_dtype dt);
+/* Category: 0 bool, 1 integer, 2 floating. */
+int core_dtype_category(kiln_dtype dt);
+
+/* ---- random ------------------------------------------------------------ */
+struct kiln_generator {
+  uint64_t s[4];
+};
+uint64_t core_rand_u64(kiln_generator *g);
+/* Uniform [0, 1) with 53 random bits. */
+double core_rand_double(kiln_generator *g);
+double core_rand_normal(kiln_generator *g);
+
+#endif

@@ -1,0 +1,36 @@
+/* src/core/error.c: the thread-local error message behind kiln_last_error. */
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+static _Thread_local char err_buf[1024];
+
+int core_verror(int status, const char *fmt, va_list ap) {
+  vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+  return status;
+}
+
+int core_error(int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  core_verror(status, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void core_error_prefix(const char *fmt, ...) {
+  char head[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(head, sizeof head, fmt, ap);
+  va_end(ap);
+  size_t h = strlen(head), o = strlen(err_buf);
+  if (h + o + 1 > sizeof err_buf) o = sizeof err_buf - 1 - h;
+  memmove(err_buf + h, err_buf, o);
+  memcpy(err_buf, head, h);
+  err_buf[h + o] = 0;
+}
+
+const char *kiln_last_error(void) { return err_buf; }
+void kiln_clear_error(void) { err_buf[0] = 0; }

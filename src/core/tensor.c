@@ -1,0 +1,350 @@
+/* src/core/tensor.c: tensor and storage lifetime, metadata accessors,
+ * creation of plain (non-op) tensors. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+void (*core_ag_meta_free_hook)(kiln_tensor *t);
+void (*core_lazy_free_hook)(kiln_tensor *t);
+
+int64_t core_numel(int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  return n;
+}
+
+void core_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides) {
+  int64_t s = 1;
+  for (int i = ndim - 1; i >= 0; i--) {
+    strides[i] = s;
+    s *= shape[i] > 1 ? shape[i] : 1;
+  }
+}
+
+bool core_is_contiguous(const kiln_tensor *t) {
+  int64_t s = 1;
+  for (int i = t->ndim - 1; i >= 0; i--) {
+    if (t->shape[i] == 1) continue;
+    if (t->strides[i] != s) return false;
+    s *= t->shape[i];
+  }
+  return true;
+}
+
+char *core_shape_str(int ndim, const int64_t *shape, char *buf, size_t n) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, n - k, "[");
+  for (int i = 0; i < ndim && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+char *core_tensor_desc(const kiln_tensor *t, char *buf, size_t n) {
+  char sh[160];
+  if (!t) {
+    snprintf(buf, n, "None");
+    return buf;
+  }
+  snprintf(buf, n, "%s%s", kiln_dtype_name(t->dtype),
+           core_shape_str(t->ndim, t->shape, sh, sizeof sh));
+  return buf;
+}
+
+int core_check_shape(const char *fn, int ndim, const int64_t *shape) {
+  char sh[160];
+  if (ndim < 0 || ndim > KILN_MAX_DIMS)
+    return core_error(KILN_ERR_INVALID, "%s: %d dims, at most %d are supported", fn,
+                      ndim, KILN_MAX_DIMS);
+  if (ndim > 0 && !shape)
+    return core_error(KILN_ERR_INVALID, "%s: shape is NULL", fn);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] < 0)
+      return core_error(KILN_ERR_INVALID, "%s: negative size in shape %s", fn,
+                        core_shape_str(ndim, shape, sh, sizeof sh));
+  return 0;
+}
+
+int core_wrap_dim(const char *fn, int64_t dim, int ndim) {
+  int64_t n = ndim > 0 ? ndim : 1;
+  if (dim < -n || dim >= n)
+    return core_error(KILN_ERR_INVALID,
+                      "%s: dim %lld out of range for a tensor of %d dims (expected "
+                      "[-%lld, %lld])",
+                      fn, (long long)dim, ndim, (long long)n, (long long)n - 1),
+           -1;
+  return (int)(dim < 0 ? dim + n : dim);
+}
+
+static kiln_tensor *header_new(kiln_dtype dt, int ndim, const int64_t *shape) {
+  kiln_tensor *t = core_alloc(sizeof *t);
+  if (!t) return NULL;
+  memset(t, 0, sizeof *t);
+  t->refcount = 1;
+  t->dtype = dt;
+  t->ndim = (uint8_t)ndim;
+  if (ndim) memcpy(t->shape, shape, (size_t)ndim * sizeof *shape);
+  core_contiguous_strides(ndim, shape, t->strides);
+  return t;
+}
+
+kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
+  if (core_check_shape("empty", ndim, shape) < 0) return NULL;
+  if ((unsigned)dt >= KILN_DTYPE_COUNT) {
+    core_error(KILN_ERR_INVALID, "empty: invalid dtype %d", (int)dt);
+    return NULL;
+  }
+  int64_t numel = core_numel(ndim, shape);
+  size_t nbytes = (size_t)numel * kiln_dtype_size(dt);
+  kiln_tensor *t = header_new(dt, ndim, shape);
+  if (!t) return NULL;
+  /* One allocation for the storage header and its data: one malloc per
+   * tensor instead of two keeps small-op overhead low. */
+  size_t head = (sizeof(core_storage) + 63) & ~(size_t)63;
+  char *mem = core_alloc_aligned(head + nbytes);
+  if (!mem) {
+    core_free(t);
+    return NULL;
+  }
+  core_storage *s = (core_storage *)mem;
+  s->refcount = 1;
+  s->version = 0;
+  s->nbytes = nbytes;
+  s->data = mem + head;
+  s->owns_data = false;
+  t->storage = s;
+  return t;
+}
+
+kiln_tensor *core_tensor_view(core_storage *s, kiln_dtype dt, int ndim,
+                              const int64_t *shape, const int64_t *strides,
+                              int64_t offset) {
+  kiln_tensor *t = header_new(dt, ndim, shape);
+  if (!t) return NULL;
+  if (ndim) memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+  t->offset = offset;
+  t->storage = s;
+  if (s) s->refcount++;
+  return t;
+}
+
+kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt) {
+  if (core_check_shape("meta", ndim, shape) < 0) return NULL;
+  return header_new(dt, ndim, shape);
+}
+
+void core_storage_release(core_storage *s) {
+  if (!s || --s->refcount > 0) return;
+  if (s->owns_data) core_free_aligned(s->data);
+  core_free_aligned(s);
+}
+
+kiln_tensor *kiln_retain(kiln_tensor *t) {
+  if (t) t->refcount++;
+  return t;
+}
+
+void kiln_release(kiln_tensor *t) {
+  if (!t) return;
+  KILN_ASSERT(t->refcount > 0);
+  if (--t->refcount > 0) return;
+  if (t->ag && core_ag_meta_free_hook) core_ag_meta_free_hook(t);
+  if (t->lazy && core_lazy_free_hook) core_lazy_free_hook(t);
+  core_storage_release(t->storage);
+  core_free(t);
+}
+
+int kiln_tensor_ndim(const kiln_tensor *t) { return t->ndim; }
+const int64_t *kiln_tensor_shape(const kiln_tensor *t) { return t->shape; }
+const int64_t *kiln_tensor_strides(const kiln_tensor *t) { return t->strides; }
+int64_t kiln_tensor_numel(const kiln_tensor *t) { return core_numel(t->ndim, t->shape); }
+kiln_dtype kiln_tensor_dtype(const kiln_tensor *t) { return t->dtype; }
+int64_t kiln_tensor_offset(const kiln_tensor *t) { return t->offset; }
+bool kiln_tensor_is_contiguous(const kiln_tensor *t) { return core_is_contiguous(t); }
+void *kiln_tensor_data(const kiln_tensor *t) { return core_data(t); }
+
+int64_t kiln_tensor_size(const kiln_tensor *t, int dim) {
+  if (dim < 0) dim += t->ndim;
+  return dim >= 0 && dim < t->ndim ? t->shape[dim] : -1;
+}
+
+char *kiln_shape_str(const kiln_tensor *t, char *buf, size_t n) {
+  return core_shape_str(t->ndim, t->shape, buf, n);
+}
+
+/* Element offset (in elements, from the data pointer) of flat index i. */
+static int64_t flat_offset(const kiln_tensor *t, int64_t i) {
+  int64_t off = 0;
+  for (int d = t->ndim - 1; d >= 0; d--) {
+    int64_t sz = t->shape[d];
+    off += (i % sz) * t->strides[d];
+    i /= sz;
+  }
+  return off;
+}
+
+static double load_as_double(const void *p, kiln_dtype dt) {
+  switch (dt) {
+  case KILN_DTYPE_F32: return *(const float *)p;
+  case KILN_DTYPE_F64: return *(const double *)p;
+  case KILN_DTYPE_I64: return (double)*(const int64_t *)p;
+  default: return *(const bool *)p ? 1.0 : 0.0;
+  }
+}
+
+static void store_from_double(void *p, kiln_dtype dt, double v) {
+  switch (dt) {
+  case KILN_DTYPE_F32: *(float *)p = (float)v; break;
+  case KILN_DTYPE_F64: *(double *)p = v; break;
+  case KILN_DTYPE_I64: *(int64_t *)p = (int64_t)v; break;
+  default: *(bool *)p = v != 0; break;
+  }
+}
+
+double core_get_flat(const kiln_tensor *t, int64_t i) {
+  const char *base = core_data(t);
+  size_t es = kiln_dtype_size(t->dtype);
+  return load_as_double(base + flat_offset(t, i) * (int64_t)es, t->dtype);
+}
+
+kiln_status kiln_item(const kiln_tensor *t, double *out) {
+  char d[200];
+  if (!t) return core_error(KILN_ERR_INVALID, "item: tensor is NULL");
+  if (kiln_tensor_numel(t) != 1)
+    return core_error(KILN_ERR_INVALID,
+                      "item: a tensor with %lld elements (%s) cannot be converted to "
+                      "a scalar; expected exactly 1",
+                      (long long)kiln_tensor_numel(t), core_tensor_desc(t, d, sizeof d));
+  if (!core_data(t))
+    return core_error(KILN_ERR_STATE, "item: tensor has no data on this device");
+  *out = core_get_flat(t, 0);
+  return KILN_OK;
+}
+
+kiln_status kiln_tensor_copy_to(const kiln_tensor *t, void *buf, kiln_dtype dt) {
+  if (!t || !buf) return core_error(KILN_ERR_INVALID, "copy_to: NULL argument");
+  if (!core_data(t) && kiln_tensor_numel(t) > 0)
+    return core_error(KILN_ERR_STATE, "copy_to: tensor has no data on this device");
+  int64_t n = kiln_tensor_numel(t);
+  size_t es = kiln_dtype_size(dt);
+  if (dt == t->dtype && core_is_contiguous(t)) {
+    memcpy(buf, core_data(t), (size_t)n * es);
+    return KILN_OK;
+  }
+  for (int64_t i = 0; i < n; i++)
+    store_from_double((char *)buf + i * (int64_t)es, dt, core_get_flat(t, i));
+  return KILN_OK;
+}
+
+/* ---- creation ----------------------------------------------------------- */
+
+kiln_tensor *kiln_empty(int ndim, const int64_t *shape, kiln_dtype dt) {
+  return core_autorelease(core_tensor_new(ndim, shape, dt));
+}
+
+kiln_tensor *kiln_full(int ndim, const int64_t *shape, double value, kiln_dtype dt) {
+  kiln_tensor *t = core_tensor_new(ndim, shape, dt);
+  if (!t) return NULL;
+  int64_t n = kiln_tensor_numel(t);
+  void *d = core_data(t);
+  switch (dt) {
+  case KILN_DTYPE_F32: for (int64_t i = 0; i < n; i++) ((float *)d)[i] = (float)value; break;
+  case KILN_DTYPE_F64: for (int64_t i = 0; i < n; i++) ((double *)d)[i] = value; break;
+  case KILN_DTYPE_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)d)[i] = (int64_t)value; break;
+  default: memset(d, value != 0, (size_t)n); break;
+  }
+  return core_autorelease(t);
+}
+
+kiln_tensor *kiln_zeros(int ndim, const int64_t *shape, kiln_dtype dt) {
+  kiln_tensor *t = core_tensor_new(ndim, shape, dt);
+  if (!t) return NULL;
+  memset(core_data(t), 0, t->storage->nbytes);
+  return core_autorelease(t);
+}
+
+kiln_tensor *kiln_ones(int ndim, const int64_t *shape, kiln_dtype dt) {
+  return kiln_full(ndim, shape, 1.0, dt);
+}
+
+kiln_tensor *kiln_scalar(double value, kiln_dtype dt) {
+  return kiln_full(0, NULL, value, dt);
+}
+
+kiln_tensor *kiln_arange(double start, double end, double step, kiln_dtype dt) {
+  if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step) ||
+      (step > 0 && end < start) || (step < 0 && end > start)) {
+    core_error(KILN_ERR_INVALID,
+               "arange: cannot go from %g to %g by step %g (step must be non-zero "
+               "and point from start to end)",
+               start, end, step);
+    return NULL;
+  }
+  int64_t n = (int64_t)ceil((end - start) / step);
+  kiln_tensor *t = core_tensor_new(1, &n, dt);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < n; i++)
+    store_from_double((char *)core_data(t) + i * (int64_t)kiln_dtype_size(dt), dt,
+                      start + (double)i * step);
+  return core_autorelease(t);
+}
+
+kiln_tensor *kiln_from_data(const void *data, int ndim, const int64_t *shape,
+                            kiln_dtype dt) {
+  kiln_tensor *t = core_tensor_new(ndim, shape, dt);
+  if (!t) return NULL;
+  if (t->storage->nbytes) {
+    if (!data) {
+      kiln_release(t);
+      core_error(KILN_ERR_INVALID, "from_data: data is NULL");
+      return NULL;
+    }
+    memcpy(core_data(t), data, t->storage->nbytes);
+  }
+  return core_autorelease(t);
+}
+
+static kiln_tensor *random_tensor(const char *fn, int ndim, const int64_t *shape,
+                                  kiln_dtype dt, kiln_generator *g, bool normal) {
+  if (!core_dtype_is_floating(dt)) {
+    core_error(KILN_ERR_INVALID, "%s: dtype %s is not floating point", fn,
+               kiln_dtype_name(dt));
+    return NULL;
+  }
+  kiln_tensor *t = core_tensor_new(ndim, shape, dt);
+  if (!t) return NULL;
+  if (!g) g = kiln_default_generator();
+  int64_t n = kiln_tensor_numel(t);
+  for (int64_t i = 0; i < n; i++) {
+    double v = normal ? core_rand_normal(g) : core_rand_double(g);
+    if (dt == KILN_DTYPE_F32) {
+      float f = (float)v;
+      if (!normal && f >= 1.0f) f = nextafterf(1.0f, 0.0f);
+      ((float *)core_data(t))[i] = f;
+    } else {
+      ((double *)core_data(t))[i] = v;
+    }
+  }
+  return core_autorelease(t);
+}
+
+kiln_tensor *kiln_rand(int ndim, const int64_t *shape, kiln_dtype dt, kiln_generator *g) {
+  return random_tensor("rand", ndim, shape, dt, g, false);
+}
+
+kiln_tensor *kiln_randn(int ndim, const int64_t *shape, kiln_dtype dt, kiln_generator *g) {
+  return random_tensor("randn", ndim, shape, dt, g, true);
+}
+
+kiln_status kiln_fill_(kiln_tensor *t, double value) {
+  if (!t || !core_data(t)) return core_error(KILN_ERR_INVALID, "fill_: no data");
+  int64_t n = kiln_tensor_numel(t);
+  size_t es = kiln_dtype_size(t->dtype);
+  char *base = core_data(t);
+  for (int64_t i = 0; i < n; i++)
+    store_from_double(base + flat_offset(t, i) * (int64_t)es, t->dtype, value);
+  core_bump_version(t);
+  return KILN_OK;
+}

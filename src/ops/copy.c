@@ -1,0 +1,241 @@
+/* src/ops/copy.c: copies and conversions: contiguous, clone, to (dtype),
+ * detach, zeros_like, ones_like, and in-place copy_/fill (not recorded by
+ * autograd). One strided-copy routine serves them all. */
+#include <string.h>
+
+#include "op.h"
+
+static inline double load_any(const char *p, kiln_dtype dt) {
+  switch (dt) {
+  case KILN_DTYPE_F32: return *(const float *)p;
+  case KILN_DTYPE_F64: return *(const double *)p;
+  case KILN_DTYPE_I64: return (double)*(const int64_t *)p;
+  default: return *(const bool *)p ? 1.0 : 0.0;
+  }
+}
+
+static inline void store_any(char *p, kiln_dtype dt, double v) {
+  switch (dt) {
+  case KILN_DTYPE_F32: *(float *)p = (float)v; break;
+  case KILN_DTYPE_F64: *(double *)p = v; break;
+  case KILN_DTYPE_I64: *(int64_t *)p = (int64_t)v; break;
+  default: *(bool *)p = v != 0; break;
+  }
+}
+
+/* dst[i] = src[i] over dst's shape; src broadcast to it (strides 0 where
+ * src has size 1 or is missing a leading dim). Converts dtypes. int64 to
+ * int64 copies exactly (no round trip through double). */
+void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
+  int nd = dst->ndim;
+  int64_t n = core_numel(nd, dst->shape);
+  int64_t sstr[KILN_MAX_DIMS], idx[KILN_MAX_DIMS] = {0};
+  size_t des = kiln_dtype_size(dst->dtype), ses = kiln_dtype_size(src->dtype);
+  char *d = core_data(dst);
+  const char *s = core_data(src);
+  if (n == 0) return;
+  if (dst->dtype == src->dtype && core_is_contiguous(dst) && core_is_contiguous(src) &&
+      core_numel(src->ndim, src->shape) == n) {
+    memcpy(d, s, (size_t)n * des);
+    return;
+  }
+  for (int i = 0; i < nd; i++) {
+    int si = i - (nd - src->ndim);
+    sstr[i] = (si < 0 || src->shape[si] == 1) ? 0 : src->strides[si];
+  }
+  int64_t doff = 0, soff = 0;
+  for (int64_t k = 0; k < n; k++) {
+    char *dp = d + doff * (int64_t)des;
+    const char *sp = s + soff * (int64_t)ses;
+    if (dst->dtype == src->dtype)
+      memcpy(dp, sp, des);
+    else
+      store_any(dp, dst->dtype, load_any(sp, src->dtype));
+    for (int i = nd - 1; i >= 0; i--) {
+      idx[i]++;
+      doff += dst->strides[i];
+      soff += sstr[i];
+      if (idx[i] < dst->shape[i]) break;
+      doff -= idx[i] * dst->strides[i];
+      soff -= idx[i] * sstr[i];
+      idx[i] = 0;
+    }
+  }
+}
+
+static int need_tensor(const char *fn, const op_val *v) {
+  char d[64];
+  if (v->tag != OP_VAL_TENSOR)
+    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
+                      op_val_desc(v, d, sizeof d));
+  return 0;
+}
+
+/* ScalarType codes as TorchScript prints them. */
+int op_dtype_from_code(int64_t code, kiln_dtype *out) {
+  switch (code) {
+  case 4: *out = KILN_DTYPE_I64; return 0;
+  case 6: *out = KILN_DTYPE_F32; return 0;
+  case 7: *out = KILN_DTYPE_F64; return 0;
+  case 11: *out = KILN_DTYPE_BOOL; return 0;
+  default:
+    return core_error(KILN_ERR_UNSUPPORTED,
+                      "dtype code %lld is not supported (kiln has 4 Long, 6 Float, 7 "
+                      "Double, 11 Bool)",
+                      (long long)code);
+  }
+}
+
+int op_dtype_code(kiln_dtype dt) {
+  static const int codes[KILN_DTYPE_COUNT] = {6, 7, 4, 11};
+  return codes[dt];
+}
+
+/* ---- contiguous ---------------------------------------------------------- */
+int op_contiguous_infer(const op_val *a, int n, op_meta *o, int m) {
+  if (need_tensor("aten::contiguous", &a[0]) < 0) return -1;
+  op_meta_of(a[0].t, &o[0]);
+  return 1;
+}
+int op_contiguous_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  kiln_tensor *t = a[0].t;
+  if (core_is_contiguous(t)) {
+    o[0] = core_tensor_view(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
+    return o[0] ? 0 : KILN_ERR_NOMEM;
+  }
+  o[0] = core_tensor_new(t->ndim, t->shape, t->dtype);
+  if (!o[0]) return KILN_ERR_NOMEM;
+  op_copy_into(o[0], t);
+  return 0;
+}
+int op_contiguous_grad(op_grad_ctx *g) {
+  if (g->needs[0]) g->grad_in[0] = g->grads[0];
+  return 0;
+}
+
+/* ---- clone ------------------------------------------------------------------ */
+int op_clone_infer(const op_val *a, int n, op_meta *o, int m) {
+  if (need_tensor("aten::clone", &a[0]) < 0) return -1;
+  op_meta_of(a[0].t, &o[0]);
+  return 1;
+}
+int op_clone_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  op_copy_into(o[0], a[0].t);
+  return 0;
+}
+int op_clone_grad(op_grad_ctx *g) {
+  if (g->needs[0]) g->grad_in[0] = g->grads[0];
+  return 0;
+}
+
+/* ---- to (dtype) ---------------------------------------------------------------- */
+int op_to_infer(const op_val *a, int n, op_meta *o, int m) {
+  kiln_dtype dt = KILN_DTYPE_F32;
+  if (need_tensor("aten::to", &a[0]) < 0) return -1;
+  if (a[1].tag != OP_VAL_INT)
+    return core_error(KILN_ERR_INVALID, "aten::to: dtype must be a ScalarType code");
+  if (op_dtype_from_code(a[1].i, &dt) < 0) return -1;
+  op_meta_of(a[0].t, &o[0]);
+  o[0].dtype = dt;
+  return 1;
+}
+int op_to_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  kiln_tensor *t = a[0].t;
+  kiln_dtype dt = KILN_DTYPE_F32;
+  op_dtype_from_code(a[1].i, &dt);
+  bool copy = a[3].tag == OP_VAL_BOOL && a[3].b;
+  if (dt == t->dtype && !copy) {
+    o[0] = core_tensor_view(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
+    return o[0] ? 0 : KILN_ERR_NOMEM;
+  }
+  o[0] = core_tensor_new(t->ndim, t->shape, dt);
+  if (!o[0]) return KILN_ERR_NOMEM;
+  op_copy_into(o[0], t);
+  return 0;
+}
+int op_to_grad(op_grad_ctx *g) {
+  if (g->needs[0]) g->grad_in[0] = kiln_to_dtype(g->grads[0], g->args[0].t->dtype);
+  return 0;
+}
+
+/* ---- detach ------------------------------------------------------------------ */
+int op_detach_infer(const op_val *a, int n, op_meta *o, int m) {
+  if (need_tensor("aten::detach", &a[0]) < 0) return -1;
+  op_meta_of(a[0].t, &o[0]);
+  return 1;
+}
+int op_detach_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  kiln_tensor *t = a[0].t;
+  o[0] = core_tensor_view(t->storage, t->dtype, t->ndim, t->shape, t->strides, t->offset);
+  return o[0] ? 0 : KILN_ERR_NOMEM;
+}
+
+/* ---- zeros_like / ones_like ------------------------------------------------------ */
+static int like_infer(const char *fn, const op_val *a, op_meta *o) {
+  if (need_tensor(fn, &a[0]) < 0) return -1;
+  op_meta_of(a[0].t, &o[0]);
+  if (a[1].tag == OP_VAL_INT) {
+    kiln_dtype dt = KILN_DTYPE_F32;
+    if (op_dtype_from_code(a[1].i, &dt) < 0) return -1;
+    o[0].dtype = dt;
+  }
+  return 1;
+}
+int op_zeros_like_infer(const op_val *a, int n, op_meta *o, int m) {
+  return like_infer("aten::zeros_like", a, o);
+}
+int op_zeros_like_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  memset(core_data(o[0]), 0, o[0]->storage->nbytes);
+  return 0;
+}
+int op_ones_like_infer(const op_val *a, int n, op_meta *o, int m) {
+  return like_infer("aten::ones_like", a, o);
+}
+int op_ones_like_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  int64_t k = kiln_tensor_numel(o[0]);
+  char *d = core_data(o[0]);
+  size_t es = kiln_dtype_size(o[0]->dtype);
+  for (int64_t i = 0; i < k; i++) store_any(d + i * (int64_t)es, o[0]->dtype, 1.0);
+  return 0;
+}
+
+/* ---- public API ------------------------------------------------------------------ */
+kiln_tensor *kiln_contiguous(kiln_tensor *t) {
+  return op_call1(KILN_OP_CONTIGUOUS, (op_val[]){OPV_T(t), OPV_I(0)}, 2);
+}
+kiln_tensor *kiln_clone(kiln_tensor *t) {
+  return op_call1(KILN_OP_CLONE, (op_val[]){OPV_T(t), OPV_NONE}, 2);
+}
+kiln_tensor *kiln_to_dtype(kiln_tensor *t, kiln_dtype dt) {
+  if ((unsigned)dt >= KILN_DTYPE_COUNT) {
+    core_error(KILN_ERR_INVALID, "aten::to: invalid dtype %d", (int)dt);
+    return NULL;
+  }
+  return op_call1(KILN_OP_TO, (op_val[]){OPV_T(t), OPV_I(op_dtype_code(dt)), OPV_B(false),
+                                         OPV_B(false), OPV_NONE},
+                  5);
+}
+kiln_tensor *kiln_detach(kiln_tensor *t) {
+  return op_call1(KILN_OP_DETACH, (op_val[]){OPV_T(t)}, 1);
+}
+
+kiln_status kiln_copy_(kiln_tensor *dst, const kiln_tensor *src) {
+  char a[160], b[160];
+  int nd;
+  int64_t shape[KILN_MAX_DIMS];
+  if (!dst || !src) return core_error(KILN_ERR_INVALID, "copy_: NULL argument");
+  if (op_grad_enabled && dst->requires_grad && op_is_leaf_hook && op_is_leaf_hook(dst))
+    return core_error(KILN_ERR_INVALID,
+                      "copy_: %s is a leaf that requires grad; update it under no_grad",
+                      core_tensor_desc(dst, a, sizeof a));
+  if (op_broadcast_shapes("copy_", dst->ndim, dst->shape, src->ndim, src->shape, &nd,
+                          shape) < 0 ||
+      nd != dst->ndim || memcmp(shape, dst->shape, (size_t)nd * sizeof *shape))
+    return core_error(KILN_ERR_INVALID, "copy_: source %s cannot be broadcast to %s",
+                      core_tensor_desc(src, a, sizeof a), core_tensor_desc(dst, b, sizeof b));
+  if (!core_data(dst) || (!core_data(src) && kiln_tensor_numel(src)))
+    return core_error(KILN_ERR_STATE, "copy_: tensor has no data on this device");
+  op_copy_into(dst, src);
+  core_bump_version(dst);
+  return KILN_OK;
+}

@@ -1,0 +1,160 @@
+/* src/ops/dispatch.c: op_call, the one entry point every op goes through
+ * (eager API, interpreter, lazy recording, derivative formulas). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "op.h"
+
+int (*op_autograd_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
+                        int n_outs);
+bool (*op_is_leaf_hook)(const kiln_tensor *t);
+_Thread_local bool op_grad_enabled = true;
+int (*op_lazy_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
+                    int max_outs);
+
+double op_val_num(const op_val *v) {
+  switch (v->tag) {
+  case OP_VAL_INT: return (double)v->i;
+  case OP_VAL_FLOAT: return v->f;
+  case OP_VAL_BOOL: return v->b ? 1.0 : 0.0;
+  default: return NAN;
+  }
+}
+
+bool op_val_is_num(const op_val *v) {
+  return v->tag == OP_VAL_INT || v->tag == OP_VAL_FLOAT || v->tag == OP_VAL_BOOL;
+}
+
+void op_meta_of(const kiln_tensor *t, op_meta *m) {
+  m->dtype = t->dtype;
+  m->ndim = t->ndim;
+  memcpy(m->shape, t->shape, sizeof m->shape);
+}
+
+char *op_val_desc(const op_val *v, char *buf, size_t n) {
+  switch (v->tag) {
+  case OP_VAL_TENSOR: return core_tensor_desc(v->t, buf, n);
+  case OP_VAL_INT: snprintf(buf, n, "%lld", (long long)v->i); break;
+  case OP_VAL_FLOAT: snprintf(buf, n, "%g", v->f); break;
+  case OP_VAL_BOOL: snprintf(buf, n, "%s", v->b ? "True" : "False"); break;
+  case OP_VAL_INTS: core_shape_str(v->ints.n, v->ints.v, buf, n); break;
+  case OP_VAL_TENSORS: snprintf(buf, n, "Tensor[%d]", v->ts.n); break;
+  case OP_VAL_STR: snprintf(buf, n, "'%s'", v->s); break;
+  default: snprintf(buf, n, "None"); break;
+  }
+  return buf;
+}
+
+int op_slots(const op_val *args, int n_args, kiln_tensor **slot_tensors, int max) {
+  int n = 0;
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].tag == OP_VAL_TENSOR) {
+      if (slot_tensors && n < max) slot_tensors[n] = args[i].t;
+      n++;
+    } else if (args[i].tag == OP_VAL_TENSORS) {
+      for (int k = 0; k < args[i].ts.n; k++) {
+        if (slot_tensors && n < max) slot_tensors[n] = args[i].ts.v[k];
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+static bool any_lazy(const op_val *args, int n_args) {
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].tag == OP_VAL_TENSOR && args[i].t->device == CORE_DEVICE_LAZY) return true;
+    if (args[i].tag == OP_VAL_TENSORS)
+      for (int k = 0; k < args[i].ts.n; k++)
+        if (args[i].ts.v[k]->device == CORE_DEVICE_LAZY) return true;
+  }
+  return false;
+}
+
+static bool any_requires_grad(const op_val *args, int n_args) {
+  for (int i = 0; i < n_args; i++) {
+    if (args[i].tag == OP_VAL_TENSOR && args[i].t->requires_grad) return true;
+    if (args[i].tag == OP_VAL_TENSORS)
+      for (int k = 0; k < args[i].ts.n; k++)
+        if (args[i].ts.v[k]->requires_grad) return true;
+  }
+  return false;
+}
+
+int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
+  const op_info *info;
+  op_meta small[4], *metas = small;
+  int n = -1, cap = 4, rc;
+  if (op < 0 || op >= KILN_OP_COUNT)
+    return core_error(KILN_ERR_INVALID, "op_call: no op %d", op);
+  info = &op_table[op];
+  if (n_args != info->n_args)
+    return core_error(KILN_ERR_INVALID, "%s: expected %d arguments, got %d", info->name,
+                      info->n_args, n_args);
+  for (int i = 0; i < n_args; i++)
+    if (args[i].tag == OP_VAL_TENSORS)
+      for (int k = 0; k < args[i].ts.n; k++)
+        if (!args[i].ts.v[k])
+          return core_error(KILN_ERR_INVALID, "%s: tensor %d of argument %d is NULL",
+                            info->name, k, i);
+  if (op_lazy_hook && any_lazy(args, n_args))
+    return op_lazy_hook(op, args, n_args, outs, max_outs);
+  if (info->flags & OPF_DECOMPOSES) {
+    if (!info->decompose)
+      return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
+    return info->decompose(args, n_args, outs, max_outs);
+  }
+  if (!info->infer || !info->cpu)
+    return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
+  if (info->flags & OPF_LIST_OUT) {
+    cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
+    metas = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *metas);
+    if (!metas) return KILN_ERR_NOMEM;
+  }
+  n = info->infer(args, n_args, metas, cap);
+  if (n < 0) goto done;
+  if (n > max_outs) {
+    n = core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name,
+                   n, max_outs);
+    goto done;
+  }
+  memset(outs, 0, (size_t)n * sizeof *outs);
+  if (!(info->flags & (OPF_VIEW | OPF_ALLOCS))) {
+    for (int i = 0; i < n; i++) {
+      outs[i] = core_tensor_new(metas[i].ndim, metas[i].shape, metas[i].dtype);
+      if (!outs[i]) {
+        rc = KILN_ERR_NOMEM;
+        goto fail;
+      }
+    }
+  }
+  rc = info->cpu(args, n_args, outs, n);
+  if (rc < 0) goto fail;
+  if (op_grad_enabled && op_autograd_hook && (info->flags & OPF_DIFF) &&
+      any_requires_grad(args, n_args)) {
+    rc = op_autograd_hook(op, args, n_args, outs, n);
+    if (rc < 0) goto fail;
+  }
+  for (int i = 0; i < n; i++) core_autorelease(outs[i]);
+  goto done;
+fail:
+  for (int i = 0; i < n; i++) {
+    kiln_release(outs[i]);
+    outs[i] = NULL;
+  }
+  n = rc;
+done:
+  if (metas != small) core_free(metas);
+  return n;
+}
+
+kiln_tensor *op_call1(int op, const op_val *args, int n_args) {
+  kiln_tensor *out[4] = {0};
+  int n = op_call(op, args, n_args, out, 4);
+  if (n < 1) return NULL;
+  /* Extra outputs (indices, masks) stay in the scope or are dropped. */
+  if (core_scope_depth() == 0)
+    for (int i = 1; i < n; i++) kiln_release(out[i]);
+  return out[0];
+}

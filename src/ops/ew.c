@@ -1,0 +1,299 @@
+/* src/ops/ew.c: the elementwise driver: broadcasting, type promotion and
+ * the strided iteration that feeds contiguous tiles to each op's tile
+ * kernel (op_table[op].tiles[compute dtype]).
+ *
+ * Note [Tiles]: the output is walked in C order in tiles of EW_TILE
+ * elements. For each tile, an operand that is contiguous over the tile and
+ * already in the compute dtype is passed by pointer; any other operand
+ * (strided, broadcast, or of another dtype) is gathered into a small
+ * L1-resident buffer first. So each op's arithmetic is one contiguous loop,
+ * written once, and the same kernel serves the fused executor. Tiles run in
+ * parallel (OpenMP) above OP_PARALLEL_MIN elements. */
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+#define EW_TILE 1024
+#define EW_MAX_OPERANDS 3
+
+int op_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb,
+                        const int64_t *b, int *nout, int64_t *out) {
+  int n = na > nb ? na : nb;
+  int64_t res[KILN_MAX_DIMS];
+  for (int i = 0; i < n; i++) {
+    int64_t da = i < n - na ? 1 : a[i - (n - na)];
+    int64_t db = i < n - nb ? 1 : b[i - (n - nb)];
+    if (da != db && da != 1 && db != 1) {
+      char sa[160], sb[160];
+      return core_error(KILN_ERR_INVALID,
+                        "%s: shapes %s and %s cannot be broadcast (dim %d: %lld vs %lld)",
+                        fn, core_shape_str(na, a, sa, sizeof sa),
+                        core_shape_str(nb, b, sb, sizeof sb), i, (long long)da,
+                        (long long)db);
+    }
+    res[i] = da == 1 ? db : da;
+  }
+  *nout = n;
+  memcpy(out, res, (size_t)n * sizeof *out);
+  return 0;
+}
+
+/* PyTorch's c10 combine_categories (Note [Promotion]). -1 = undefined. */
+static int combine_categories(int higher, int lower) {
+  if (higher < 0) return lower;
+  if (core_dtype_is_floating((kiln_dtype)higher)) return higher;
+  if (higher == KILN_DTYPE_BOOL ||
+      (lower >= 0 && core_dtype_is_floating((kiln_dtype)lower)))
+    return lower < 0 ? higher : (int)kiln_promote_types((kiln_dtype)higher, (kiln_dtype)lower);
+  return higher;
+}
+
+static int promote_opt(int a, kiln_dtype b) {
+  return a < 0 ? (int)b : (int)kiln_promote_types((kiln_dtype)a, b);
+}
+
+kiln_dtype op_result_type(const op_val *operands, int n) {
+  int dim_dt = -1, zero_dt = -1, wrapped_dt = -1;
+  for (int i = 0; i < n; i++) {
+    const op_val *v = &operands[i];
+    if (v->tag == OP_VAL_TENSOR) {
+      const kiln_tensor *t = v->t;
+      if (t->wrapped_number)
+        wrapped_dt = promote_opt(wrapped_dt, core_dtype_is_floating(t->dtype)
+                                                 ? KILN_DTYPE_F32
+                                                 : t->dtype);
+      else if (t->ndim == 0)
+        zero_dt = promote_opt(zero_dt, t->dtype);
+      else
+        dim_dt = promote_opt(dim_dt, t->dtype);
+    } else if (v->tag == OP_VAL_INT) {
+      wrapped_dt = promote_opt(wrapped_dt, KILN_DTYPE_I64);
+    } else if (v->tag == OP_VAL_FLOAT) {
+      wrapped_dt = promote_opt(wrapped_dt, KILN_DTYPE_F32);
+    } else if (v->tag == OP_VAL_BOOL) {
+      wrapped_dt = promote_opt(wrapped_dt, KILN_DTYPE_BOOL);
+    }
+  }
+  int r = combine_categories(dim_dt, combine_categories(zero_dt, wrapped_dt));
+  return r < 0 ? KILN_DTYPE_F32 : (kiln_dtype)r;
+}
+
+/* The plan shared by inference and execution. */
+typedef struct ew_plan {
+  int nin;
+  kiln_dtype compute, out_dtype;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+  op_attrs attrs;
+} ew_plan;
+
+static int ew_plan_make(int op, const op_val *args, int n_args, ew_plan *p) {
+  const op_info *info = &op_table[op];
+  char d[160];
+  p->nin = info->n_operands;
+  p->ndim = 0;
+  for (int i = 0; i < p->nin; i++) {
+    const op_val *v = &args[i];
+    if (v->tag == OP_VAL_TENSOR) {
+      if (v->t->device != CORE_DEVICE_CPU && v->t->device != CORE_DEVICE_LAZY)
+        return core_error(KILN_ERR_INVALID, "%s: operand %d on an unknown device",
+                          info->name, i);
+      if (op_broadcast_shapes(info->name, p->ndim, p->shape, v->t->ndim, v->t->shape,
+                              &p->ndim, p->shape) < 0)
+        return KILN_ERR_INVALID;
+    } else if (!op_val_is_num(v)) {
+      return core_error(KILN_ERR_INVALID, "%s: operand %d must be a tensor or a number, got %s",
+                        info->name, i, op_val_desc(v, d, sizeof d));
+    }
+  }
+  if (info->flags & OPF_COND_FIRST) {
+    if (args[0].tag != OP_VAL_TENSOR || args[0].t->dtype != KILN_DTYPE_BOOL)
+      return core_error(KILN_ERR_INVALID, "%s: condition must be a Bool tensor, got %s",
+                        info->name, op_val_desc(&args[0], d, sizeof d));
+    p->compute = op_result_type(args + 1, p->nin - 1);
+  } else {
+    p->compute = op_result_type(args, p->nin);
+  }
+  if ((info->flags & OPF_FLOAT_ONLY) && !core_dtype_is_floating(p->compute))
+    p->compute = KILN_DTYPE_F32;
+  p->out_dtype = (info->flags & OPF_BOOL_OUT) ? KILN_DTYPE_BOOL : p->compute;
+  if (!info->tiles || !info->tiles[p->compute])
+    return core_error(KILN_ERR_INVALID, "%s: not implemented for dtype %s", info->name,
+                      kiln_dtype_name(p->compute));
+  for (int k = 0; k < OP_MAX_ATTRS; k++) p->attrs.s[k] = NAN;
+  for (int i = p->nin, k = 0; i < n_args && k < OP_MAX_ATTRS; i++, k++) {
+    const op_val *v = &args[i];
+    if (v->tag == OP_VAL_STR)
+      p->attrs.s[k] = strcmp(v->s, "tanh") == 0 ? 1.0 : 0.0;
+    else if (v->tag == OP_VAL_NONE || op_val_is_num(v))
+      p->attrs.s[k] = op_val_num(v);
+    else
+      return core_error(KILN_ERR_INVALID, "%s: argument %d must be a number, got %s",
+                        info->name, i, op_val_desc(v, d, sizeof d));
+  }
+  return 0;
+}
+
+int op_ew_infer(int op, const op_val *args, int n_args, op_meta *outs) {
+  ew_plan p;
+  if (ew_plan_make(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  outs[0].dtype = p.out_dtype;
+  outs[0].ndim = p.ndim;
+  memcpy(outs[0].shape, p.shape, sizeof p.shape);
+  return 1;
+}
+
+/* ---- gathering ----------------------------------------------------------- */
+
+static inline void store_conv(void *dst, kiln_dtype dt, int64_t i, double v) {
+  switch (dt) {
+  case KILN_DTYPE_F32: ((float *)dst)[i] = (float)v; break;
+  case KILN_DTYPE_F64: ((double *)dst)[i] = v; break;
+  case KILN_DTYPE_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
+  default: ((bool *)dst)[i] = v != 0; break;
+  }
+}
+
+static inline double load_conv(const char *src, kiln_dtype dt) {
+  switch (dt) {
+  case KILN_DTYPE_F32: return *(const float *)src;
+  case KILN_DTYPE_F64: return *(const double *)src;
+  case KILN_DTYPE_I64: return (double)*(const int64_t *)src;
+  default: return *(const bool *)src ? 1.0 : 0.0;
+  }
+}
+
+typedef struct ew_operand {
+  const char *base;          /* data of element [0..0] */
+  kiln_dtype dtype;
+  int64_t strides[KILN_MAX_DIMS]; /* aligned to the output's dims; 0 = broadcast */
+  bool direct;               /* contiguous over the output and in compute dtype */
+  const void *scalar_buf;    /* numel-1 operand: a tile of the value */
+} ew_operand;
+
+/* Copies n elements starting at flat output index i0 of operand o into buf,
+ * converting to dtype cd. */
+static void gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i0,
+                   int64_t n, void *buf, kiln_dtype cd) {
+  int64_t idx[KILN_MAX_DIMS];
+  int64_t rem = i0, off = 0;
+  size_t es = kiln_dtype_size(o->dtype);
+  for (int d = ndim - 1; d >= 0; d--) {
+    idx[d] = rem % shape[d];
+    rem /= shape[d];
+    off += idx[d] * o->strides[d];
+  }
+  int last = ndim - 1;
+  int64_t s_last = ndim ? o->strides[last] : 0;
+  int64_t k = 0;
+  while (k < n) {
+    int64_t run = ndim ? shape[last] - idx[last] : 1;
+    if (run > n - k) run = n - k;
+    const char *src = o->base + off * (int64_t)es;
+    if (o->dtype == cd && cd == KILN_DTYPE_F32) {
+      const float *s = (const float *)src;
+      float *dd = (float *)buf + k;
+      for (int64_t j = 0; j < run; j++) dd[j] = s[j * s_last];
+    } else if (o->dtype == cd && cd == KILN_DTYPE_F64) {
+      const double *s = (const double *)src;
+      double *dd = (double *)buf + k;
+      for (int64_t j = 0; j < run; j++) dd[j] = s[j * s_last];
+    } else {
+      for (int64_t j = 0; j < run; j++)
+        store_conv(buf, cd, k + j, load_conv(src + j * s_last * (int64_t)es, o->dtype));
+    }
+    k += run;
+    if (k >= n) break;
+    /* advance the odometer past this run */
+    off += run * s_last;
+    idx[last] += run;
+    for (int d = last; d > 0 && idx[d] == shape[d]; d--) {
+      off -= idx[d] * o->strides[d];
+      idx[d] = 0;
+      idx[d - 1]++;
+      off += o->strides[d - 1];
+    }
+  }
+}
+
+int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
+  const op_info *info = &op_table[op];
+  ew_plan p;
+  ew_operand ops[EW_MAX_OPERANDS];
+  _Alignas(64) char scalar_bufs[EW_MAX_OPERANDS][EW_TILE * 8];
+  if (ew_plan_make(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  KILN_ASSERT(p.nin <= EW_MAX_OPERANDS);
+  op_tile_fn tile = info->tiles[p.compute];
+  size_t ces = kiln_dtype_size(p.compute);
+  size_t oes = kiln_dtype_size(p.out_dtype);
+  int64_t numel = core_numel(p.ndim, p.shape);
+  bool all_direct = true;
+  for (int i = 0; i < p.nin; i++) {
+    ew_operand *o = &ops[i];
+    const op_val *v = &args[i];
+    o->scalar_buf = NULL;
+    o->direct = false;
+    if (v->tag != OP_VAL_TENSOR || core_numel(v->t->ndim, v->t->shape) == 1) {
+      double val = v->tag == OP_VAL_TENSOR ? core_get_flat(v->t, 0) : op_val_num(v);
+      for (int64_t k = 0; k < EW_TILE; k++) store_conv(scalar_bufs[i], p.compute, k, val);
+      o->scalar_buf = scalar_bufs[i];
+      if (numel > 1) all_direct = false;
+      else o->direct = false;
+      continue;
+    }
+    const kiln_tensor *t = v->t;
+    o->base = core_data(t);
+    o->dtype = t->dtype;
+    int lead = p.ndim - t->ndim;
+    for (int d = 0; d < p.ndim; d++) {
+      int td = d - lead;
+      o->strides[d] = (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td];
+    }
+    bool same_shape = t->ndim == p.ndim &&
+                      memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *p.shape) == 0;
+    o->direct = same_shape && t->dtype == p.compute && core_is_contiguous(t);
+    if (!o->direct) all_direct = false;
+  }
+  char *outp = core_data(out);
+  if (numel == 0) return 0;
+  /* Fast path: every operand contiguous in the compute dtype (or a scalar
+   * of a one-element output): no gathering at all. */
+  if (all_direct) {
+    const void *in[EW_MAX_OPERANDS];
+    if (numel < OP_PARALLEL_MIN) {
+      for (int i = 0; i < p.nin; i++)
+        in[i] = ops[i].scalar_buf ? ops[i].scalar_buf : ops[i].base;
+      tile(outp, in, numel, &p.attrs);
+      return 0;
+    }
+    int64_t n_chunks = (numel + 16383) / 16384;
+#pragma omp parallel for schedule(static) private(in)
+    for (int64_t c = 0; c < n_chunks; c++) {
+      int64_t i0 = c * 16384, n = numel - i0 < 16384 ? numel - i0 : 16384;
+      for (int i = 0; i < p.nin; i++) in[i] = ops[i].base + i0 * (int64_t)ces;
+      tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
+    }
+    return 0;
+  }
+  int64_t n_tiles = (numel + EW_TILE - 1) / EW_TILE;
+#pragma omp parallel for schedule(static) if (numel >= OP_PARALLEL_MIN)
+  for (int64_t tix = 0; tix < n_tiles; tix++) {
+    _Alignas(64) char bufs[EW_MAX_OPERANDS][EW_TILE * 8];
+    const void *in[EW_MAX_OPERANDS];
+    int64_t i0 = tix * EW_TILE, n = numel - i0 < EW_TILE ? numel - i0 : EW_TILE;
+    for (int i = 0; i < p.nin; i++) {
+      const ew_operand *o = &ops[i];
+      if (o->scalar_buf)
+        in[i] = o->scalar_buf;
+      else if (o->direct)
+        in[i] = o->base + i0 * (int64_t)ces;
+      else {
+        gather(o, p.ndim, p.shape, i0, n, bufs[i], p.compute);
+        in[i] = bufs[i];
+      }
+    }
+    tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
+  }
+  return 0;
+}

@@ -1,0 +1,212 @@
+/* src/ops/op.h: the op table's internal interface. An op is defined once,
+ * in ops.def; its entry points at <op>_infer (shape/dtype inference),
+ * <op>_cpu (the kernel), <op>_grad (the derivative formula, written with
+ * the public tensor API) and, for elementwise ops, <op>_tiles (one kernel per
+ * compute dtype over contiguous runs). Eager execution, the interpreter,
+ * lazy recording, shape propagation, differentiation and fusion all read
+ * this table; nothing else keeps a list of ops. */
+#ifndef KILN_OP_H
+#define KILN_OP_H
+
+#include "core/core.h"
+
+/* ---- values passed to ops ------------------------------------------------ */
+typedef enum op_val_tag {
+  OP_VAL_NONE = 0,
+  OP_VAL_TENSOR,
+  OP_VAL_INT,
+  OP_VAL_FLOAT,
+  OP_VAL_BOOL,
+  OP_VAL_INTS,     /* int[] */
+  OP_VAL_TENSORS,  /* Tensor[] */
+  OP_VAL_STR
+} op_val_tag;
+
+/* One argument, in the aten schema's order. Borrowed by op_call. */
+typedef struct op_val {
+  uint8_t tag;
+  union {
+    kiln_tensor *t;
+    int64_t i;
+    double f;
+    bool b;
+    struct { const int64_t *v; int n; } ints;
+    struct { kiln_tensor *const *v; int n; } ts;
+    const char *s;
+  };
+} op_val;
+
+#define OPV_NONE ((op_val){.tag = OP_VAL_NONE})
+#define OPV_T(x) ((op_val){.tag = (x) ? OP_VAL_TENSOR : OP_VAL_NONE, .t = (x)})
+#define OPV_I(x) ((op_val){.tag = OP_VAL_INT, .i = (x)})
+#define OPV_F(x) ((op_val){.tag = OP_VAL_FLOAT, .f = (x)})
+#define OPV_B(x) ((op_val){.tag = OP_VAL_BOOL, .b = (x)})
+#define OPV_INTS(p, n_) ((op_val){.tag = OP_VAL_INTS, .ints = {(p), (n_)}})
+#define OPV_TS(p, n_) ((op_val){.tag = OP_VAL_TENSORS, .ts = {(p), (n_)}})
+#define OPV_S(x) ((op_val){.tag = OP_VAL_STR, .s = (x)})
+
+/* A number argument (int, float or bool) as double; NONE gives NAN. */
+double op_val_num(const op_val *v);
+bool op_val_is_num(const op_val *v);
+
+/* ---- inference ----------------------------------------------------------- */
+typedef struct op_meta {
+  kiln_dtype dtype;
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS];
+} op_meta;
+
+/* Most outputs an op can have (split/chunk make one per piece). */
+#define OP_MAX_OUTS 1024
+
+/* ---- derivative formulas ------------------------------------------------- */
+/* Input slots: every tensor argument, and every element of a Tensor[]
+ * argument, in argument order, gets one slot. */
+typedef struct op_grad_ctx {
+  const op_val *args;       /* forward inputs (saved; tensors unpacked) */
+  int n_args;
+  kiln_tensor *const *outs; /* forward outputs (saved, unpacked) */
+  int n_outs;
+  kiln_tensor *const *grads;  /* dL/d outs[i]; NULL where none flowed */
+  const bool *needs;        /* per input slot: is its gradient wanted */
+  kiln_tensor **grad_in;    /* per input slot: the formula assigns results
+                               here (no retain needed; NULL = zero) */
+  int n_slots;
+} op_grad_ctx;
+
+/* ---- elementwise kernels ------------------------------------------------- */
+/* Non-operand arguments of an elementwise op, in order, as numbers (NONE is
+ * NAN; a str argument is 1 for "tanh", else 0: gelu's approximate). */
+#define OP_MAX_ATTRS 4
+typedef struct op_attrs {
+  double s[OP_MAX_ATTRS];
+} op_attrs;
+
+/* out[i] = f(in[0][i], in[1][i], ...) for i < n. Inputs are in the compute
+ * dtype (the entry's index); out is in the op's output dtype. */
+typedef void (*op_tile_fn)(void *out, const void *const *in, int64_t n,
+                           const op_attrs *at);
+
+/* ---- the table ----------------------------------------------------------- */
+enum {
+  OPF_ELEMENTWISE = 1 << 0, /* pointwise over broadcast operands */
+  OPF_FUSIBLE = 1 << 1,     /* may join a FusionGroup */
+  OPF_DIFF = 1 << 2,        /* has a derivative formula */
+  OPF_DECOMPOSES = 1 << 3,  /* implemented by other ops (see _decompose) */
+  OPF_VIEW = 1 << 4,        /* outputs alias the first input */
+  OPF_ALLOCS = 1 << 5,      /* cpu allocates its own outputs */
+  OPF_FLOAT_ONLY = 1 << 6,  /* integer/bool inputs compute in float32 */
+  OPF_BOOL_OUT = 1 << 7,    /* elementwise result is bool */
+  OPF_COND_FIRST = 1 << 8,  /* operand 0 is a bool condition (where) */
+  OPF_LIST_OUT = 1 << 9,    /* returns Tensor[] (chunk, split) */
+  OPF_RANDOM = 1 << 10,     /* reads the default generator */
+  OPF_NO_DOUBLE = 1 << 11,  /* its formula is not itself differentiable */
+  OPF_SAVE_OUT = 1 << 12,   /* the formula reads the outputs */
+  OPF_NO_INT = 1 << 13,     /* no integer/bool kernels (error, not promotion) */
+  OPF_NO_SAVE_IN = 1 << 14, /* the formula reads only the inputs' shapes and
+                               dtypes: autograd saves metadata, not data */
+};
+
+typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,
+                           int max_outs);
+typedef int (*op_cpu_fn)(const op_val *args, int n_args, kiln_tensor **outs,
+                         int n_outs);
+typedef int (*op_grad_fn)(op_grad_ctx *g);
+typedef int (*op_decompose_fn)(const op_val *args, int n_args, kiln_tensor **outs,
+                               int max_outs);
+
+typedef struct op_info {
+  const char *name;     /* aten name, e.g. "aten::add" */
+  const char *schema;   /* PyTorch's schema text */
+  const char *doc;      /* one-line synopsis */
+  unsigned flags;
+  int n_operands;       /* elementwise: leading tensor operands */
+  int n_args;           /* number of schema arguments */
+  op_infer_fn infer;    /* returns number of outputs, or < 0 */
+  op_cpu_fn cpu;        /* fills (or, with OPF_ALLOCS/VIEW, creates) outs */
+  op_grad_fn grad;
+  op_decompose_fn decompose;
+  const op_tile_fn *tiles;  /* elementwise: [KILN_DTYPE_COUNT], NULL = none */
+} op_info;
+
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc) KILN_OP_##ENUM,
+#define EW OP
+enum kiln_op {
+#include "ops.def"
+  KILN_OP_COUNT
+};
+#undef OP
+#undef EW
+
+extern const op_info op_table[KILN_OP_COUNT];
+
+/* Prototypes of every op's functions (defined in src/ops/<group>.c). */
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  int op_##name##_infer(const op_val *, int, op_meta *, int);                  \
+  int op_##name##_cpu(const op_val *, int, kiln_tensor **, int);               \
+  int op_##name##_grad(op_grad_ctx *);                                          \
+  int op_##name##_decompose(const op_val *, int, kiln_tensor **, int);
+#define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  int op_##name##_grad(op_grad_ctx *);                                          \
+  extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];
+#include "ops.def"
+#undef OP
+#undef EW
+
+/* The first op with this aten name ("aten::add"), or -1. */
+int op_find(const char *name);
+/* The op with this name taking n_args arguments, or -1. */
+int op_find_arity(const char *name, int n_args);
+
+/* Runs op on args: dispatches to lazy recording when any tensor argument is
+ * lazy, else infers, allocates and runs the CPU kernel, then records
+ * autograd if grad mode is on and an input requires grad. Writes new
+ * references into outs (registered with the current scope) and returns
+ * their count, or a negative kiln_status with the error set. */
+int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
+/* op_call for single-output ops: the output or NULL. */
+kiln_tensor *op_call1(int op, const op_val *args, int n_args);
+
+/* Hooks installed by higher layers (ops cannot include their headers). */
+/* autograd: record a backward node for outs; returns < 0 on error. */
+extern int (*op_autograd_hook)(int op, const op_val *args, int n_args,
+                               kiln_tensor **outs, int n_outs);
+/* autograd: is t a leaf (no grad_fn)? */
+extern bool (*op_is_leaf_hook)(const kiln_tensor *t);
+/* lazy: record a node instead of running; same contract as op_call. */
+extern int (*op_lazy_hook)(int op, const op_val *args, int n_args,
+                           kiln_tensor **outs, int max_outs);
+/* Grad mode (thread-local); autograd's kiln_set_grad_enabled writes it. */
+extern _Thread_local bool op_grad_enabled;
+
+/* Number of input slots of a call and the tensor in each (see op_grad_ctx). */
+int op_slots(const op_val *args, int n_args, kiln_tensor **slot_tensors, int max);
+
+/* ---- shared kernel helpers --------------------------------------------- */
+/* Elementwise inference and kernel driver for OPF_ELEMENTWISE entries. */
+int op_ew_infer(int op, const op_val *args, int n_args, op_meta *outs);
+int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out);
+/* Broadcast two shapes; < 0 with message naming fn on mismatch. */
+int op_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb,
+                        const int64_t *b, int *nout, int64_t *out);
+/* The compute dtype of elementwise operands, with PyTorch's three tiers:
+ * dimensioned tensors, 0-d tensors, wrapped numbers. */
+kiln_dtype op_result_type(const op_val *operands, int n);
+/* Meta of a tensor argument (for infer functions). */
+void op_meta_of(const kiln_tensor *t, op_meta *m);
+/* Formats "Float[4, 3]" of a tensor arg, "None"/number otherwise. */
+char *op_val_desc(const op_val *v, char *buf, size_t n);
+
+/* dst[i] = src[i] over dst's shape (src broadcast, dtypes converted). */
+void op_copy_into(kiln_tensor *dst, const kiln_tensor *src);
+/* TorchScript ScalarType codes: 4 Long, 6 Float, 7 Double, 11 Bool. */
+int op_dtype_from_code(int64_t code, kiln_dtype *out);
+int op_dtype_code(kiln_dtype dt);
+
+/* Gradient helpers written with the public API (no op entries of their own). */
+/* Sums g down to the given shape (undoing broadcasting); new ref in scope. */
+kiln_tensor *op_sum_to(kiln_tensor *g, int ndim, const int64_t *shape);
+
+#define OP_PARALLEL_MIN 32768 /* elements before OpenMP splits a loop */
+
+#endif

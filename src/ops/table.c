@@ -1,0 +1,68 @@
+/* src/ops/table.c: expands ops.def into op_table[], the single source of
+ * truth for ops, and looks ops up by aten name.
+ *
+ * Note [Weak entries]: an op's functions are declared weak, so that an op
+ * whose kernel is missing links with a NULL entry instead of failing the
+ * build; the table test (tests/ops/test_table.c) fails for every such NULL,
+ * so a missing function never goes unnoticed. */
+#include <string.h>
+
+#include "op.h"
+
+#define WEAK __attribute__((weak))
+
+/* Declarations. */
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  WEAK int op_##name##_infer(const op_val *, int, op_meta *, int);             \
+  WEAK int op_##name##_cpu(const op_val *, int, kiln_tensor **, int);          \
+  WEAK int op_##name##_grad(op_grad_ctx *);                                     \
+  WEAK int op_##name##_decompose(const op_val *, int, kiln_tensor **, int);
+#define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  WEAK int op_##name##_grad(op_grad_ctx *);                                     \
+  WEAK extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];
+#include "ops.def"
+#undef OP
+#undef EW
+
+/* Elementwise ops share one inference and one kernel driver; each gets a
+ * tiny trampoline carrying its enum. */
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)
+#define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  static int ew_##name##_infer(const op_val *a, int n, op_meta *o, int m) {     \
+    (void)m;                                                                   \
+    return op_ew_infer(KILN_OP_##ENUM, a, n, o);                               \
+  }                                                                            \
+  static int ew_##name##_cpu(const op_val *a, int n, kiln_tensor **o, int m) {  \
+    (void)m;                                                                   \
+    return op_ew_run(KILN_OP_##ENUM, a, n, o[0]);                              \
+  }
+#include "ops.def"
+#undef OP
+#undef EW
+
+const op_info op_table[KILN_OP_COUNT] = {
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  [KILN_OP_##ENUM] = {aten,       schema,         doc,                          \
+                      flags,      nin,            nargs,                        \
+                      op_##name##_infer, op_##name##_cpu, op_##name##_grad,     \
+                      op_##name##_decompose, NULL},
+#define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  [KILN_OP_##ENUM] = {aten,        schema, doc, flags, nin, nargs,              \
+                      ew_##name##_infer, ew_##name##_cpu, op_##name##_grad,     \
+                      NULL,        op_##name##_tiles},
+#include "ops.def"
+#undef OP
+#undef EW
+};
+
+int op_find(const char *name) {
+  for (int i = 0; i < KILN_OP_COUNT; i++)
+    if (strcmp(op_table[i].name, name) == 0) return i;
+  return -1;
+}
+
+int op_find_arity(const char *name, int n_args) {
+  for (int i = 0; i < KILN_OP_COUNT; i++)
+    if (op_table[i].n_args == n_args && strcmp(op_table[i].name, name) == 0) return i;
+  return -1;
+}

@@ -1,0 +1,53 @@
+/* src/ops/tile.h: macros that write an elementwise op's per-dtype tile
+ * kernels: the one contiguous loop per op that the compiler vectorizes and
+ * that both the eager driver and the fused executor call. */
+#ifndef KILN_TILE_H
+#define KILN_TILE_H
+
+#include <math.h>
+
+#include "op.h"
+
+/* out[i] = expr, with `a` = in[0][i] (type T) and `at` the attributes. */
+#define TILE_UNARY(fn, T, OT, expr)                                             \
+  static void fn(void *out_, const void *const *in_, int64_t n,                \
+                 const op_attrs *at) {                                         \
+    OT *restrict out = out_;                                                   \
+    const T *restrict x = in_[0];                                              \
+    (void)at;                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      T a = x[i];                                                              \
+      out[i] = (OT)(expr);                                                     \
+    }                                                                          \
+  }
+
+/* out[i] = expr, with `a` = in[0][i], `b` = in[1][i]. */
+#define TILE_BINARY(fn, T, OT, expr)                                            \
+  static void fn(void *out_, const void *const *in_, int64_t n,                \
+                 const op_attrs *at) {                                         \
+    OT *restrict out = out_;                                                   \
+    const T *restrict x = in_[0];                                              \
+    const T *restrict y = in_[1];                                              \
+    (void)at;                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      T a = x[i], b = y[i];                                                    \
+      out[i] = (OT)(expr);                                                     \
+    }                                                                          \
+  }
+
+/* out[i] = expr, with `c`, `a`, `b` = in[0..2][i]. */
+#define TILE_TERNARY(fn, T, OT, expr)                                           \
+  static void fn(void *out_, const void *const *in_, int64_t n,                \
+                 const op_attrs *at) {                                         \
+    OT *restrict out = out_;                                                   \
+    const T *restrict z = in_[0];                                              \
+    const T *restrict x = in_[1];                                              \
+    const T *restrict y = in_[2];                                              \
+    (void)at;                                                                  \
+    for (int64_t i = 0; i < n; i++) {                                          \
+      T c = z[i], a = x[i], b = y[i];                                          \
+      out[i] = (OT)(expr);                                                     \
+    }                                                                          \
+  }
+
+#endif

@@ -1,0 +1,83 @@
+/* tests/ops/test_arith.c: add, sub, mul, div: values by hand and samples
+ * for the table-driven gradcheck. */
+#include "sample.h"
+#include "test.h"
+
+static const int64_t S23[2] = {2, 3}, S3[1] = {3}, S13[2] = {1, 3}, S21[2] = {2, 1};
+
+OP_SAMPLE(ADD, same) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S23));
+  s->args[1] = OPV_T(sample_randn(g, 2, S23));
+  s->args[2] = OPV_F(1.0);
+  s->n_args = 3;
+}
+OP_SAMPLE(ADD, broadcast_alpha) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S21));
+  s->args[1] = OPV_T(sample_randn(g, 1, S3));
+  s->args[2] = OPV_F(-2.5);
+  s->n_args = 3;
+}
+OP_SAMPLE(ADD, scalar_other) {
+  s->args[0] = OPV_T(sample_transposed(g, S23));
+  s->args[1] = OPV_F(3.0);
+  s->args[2] = OPV_I(2);
+  s->n_args = 3;
+}
+OP_SAMPLE(SUB, broadcast) {
+  s->args[0] = OPV_T(sample_randn(g, 1, S3));
+  s->args[1] = OPV_T(sample_transposed(g, S23));
+  s->args[2] = OPV_F(0.5);
+  s->n_args = 3;
+}
+OP_SAMPLE(MUL, broadcast) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S13));
+  s->args[1] = OPV_T(sample_randn(g, 2, S21));
+  s->n_args = 2;
+}
+OP_SAMPLE(MUL, scalar) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S23));
+  s->args[1] = OPV_F(-1.5);
+  s->n_args = 2;
+}
+OP_SAMPLE(DIV, broadcast) {
+  s->args[0] = OPV_T(sample_transposed(g, S23));
+  s->args[1] = OPV_T(sample_uniform(g, 1, S3, 0.5, 2.0));
+  s->n_args = 2;
+}
+
+TEST(arith_values) {
+  kiln_scope_begin();
+  double av[6] = {1, 2, 3, 4, 5, 6}, bv[2] = {2, 4};
+  kiln_tensor *a = kiln_from_data(av, 2, S23, KILN_DTYPE_F64);
+  kiln_tensor *b = kiln_from_data(bv, 2, S21, KILN_DTYPE_F64);
+  kiln_tensor *r = kiln_sub_alpha(a, b, 0.5); /* a - 0.5*b, b broadcast over columns */
+  double want_sub[6] = {0, 1, 2, 2, 3, 4};
+  for (int i = 0; i < 6; i++) CHECK_NEAR(core_get_flat(r, i), want_sub[i], 0);
+  r = kiln_div(a, b);
+  double want_div[6] = {0.5, 1, 1.5, 1, 1.25, 1.5};
+  for (int i = 0; i < 6; i++) CHECK_NEAR(core_get_flat(r, i), want_div[i], 1e-15);
+  int64_t iv[3] = {7, -3, 2};
+  kiln_tensor *it = kiln_from_data(iv, 1, S3, KILN_DTYPE_I64);
+  kiln_tensor *q = kiln_div(it, it); /* true division of ints gives float32 */
+  CHECK(kiln_tensor_dtype(q) == KILN_DTYPE_F32);
+  CHECK_NEAR(core_get_flat(q, 1), 1.0, 0);
+  kiln_tensor *m = kiln_mul(it, it);
+  CHECK(kiln_tensor_dtype(m) == KILN_DTYPE_I64);
+  CHECK_NEAR(core_get_flat(m, 0), 49, 0);
+  kiln_scope_end();
+}
+
+TEST(arith_large_parallel_matches_serial) {
+  kiln_scope_begin();
+  int64_t n[1] = {100003};
+  kiln_generator *g = kiln_generator_new(5);
+  kiln_tensor *a = kiln_randn(1, n, KILN_DTYPE_F32, g);
+  kiln_tensor *b = kiln_randn(1, n, KILN_DTYPE_F32, g);
+  kiln_tensor *c = kiln_add_alpha(a, b, 3.0);
+  const float *pa = kiln_tensor_data(a), *pb = kiln_tensor_data(b), *pc = kiln_tensor_data(c);
+  int bad = 0;
+  for (int64_t i = 0; i < n[0]; i++) bad += pc[i] != pa[i] + 3.0f * pb[i];
+  CHECK_EQ_INT(bad, 0);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
