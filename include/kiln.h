@@ -197,6 +197,9 @@ KILN_API kiln_tensor *kiln_sin(kiln_tensor *t);
 KILN_API kiln_tensor *kiln_cos(kiln_tensor *t);
 KILN_API kiln_tensor *kiln_tanh(kiln_tensor *t);
 KILN_API kiln_tensor *kiln_sigmoid(kiln_tensor *t);
+KILN_API kiln_tensor *kiln_erf(kiln_tensor *t);
+/* -1, 0 or 1 (its gradient is zero). */
+KILN_API kiln_tensor *kiln_sign(kiln_tensor *t);
 KILN_API kiln_tensor *kiln_relu(kiln_tensor *t);
 /* approximate: false = exact erf form, true = tanh form. */
 KILN_API kiln_tensor *kiln_gelu(kiln_tensor *t, bool approximate_tanh);
