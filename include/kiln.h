@@ -398,6 +398,74 @@ KILN_API kiln_status kiln_autograd_dot_write(kiln_tensor *root, const char *path
 /* Frees memory kiln returned as char* (strings, dumps). */
 KILN_API void kiln_free(void *p);
 
+/* ===================================================================== */
+/* lazy tensors                                                            */
+/* ===================================================================== */
+/* A LAZY tensor records the ops applied to it instead of running them;
+ * kiln_mark_step() compiles everything pending into one graph (once per
+ * distinct graph: a hash-keyed LRU cache) and runs it. Reading a value
+ * (kiln_item, kiln_to_cpu, kiln_tensor_copy_to) syncs just what it needs.
+ *
+ *   kiln_tensor *w = kiln_to_lazy(w_cpu);         // device data
+ *   kiln_set_requires_grad(w, true);
+ *   for (step...) {
+ *     kiln_scope_begin();
+ *     kiln_tensor *loss = model(kiln_to_lazy(x), w);
+ *     kiln_backward(loss, NULL);                  // records the backward
+ *     ... optimizer updates with kiln_copy_ under no_grad ...
+ *     kiln_mark_step();                           // compile once, run
+ *     kiln_scope_end();
+ *   }
+ */
+
+/* A new LAZY tensor holding t's values as device data. */
+KILN_API kiln_tensor *kiln_to_lazy(kiln_tensor *t);
+/* The CPU value of t (a new CPU tensor; syncs t's pending graph). For a
+ * CPU t, returns a new reference to t. */
+KILN_API kiln_tensor *kiln_to_cpu(kiln_tensor *t);
+KILN_API bool kiln_tensor_is_lazy(const kiln_tensor *t);
+/* Syncs every live lazy tensor with pending IR as one graph. */
+KILN_API kiln_status kiln_mark_step(void);
+/* The pending IR of ts in the style of PyTorch's _get_tensors_text:
+ * "IR {\n  %0 = [Float[4,4]] lazy_tensors::device_data(), device=CPU0\n ...}".
+ * Returns a malloc'd string (kiln_free), or NULL. */
+KILN_API char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n);
+/* Counter or timer by name (MarkStep, UncachedCompile, CachedCompile,
+ * ExecuteGraph, DeviceDataCacheMiss, CreateLazyTensor, DestroyLazyTensor,
+ * SyncTensorsToData; timers CompileTime, ExecuteTime in ns); -1 if unknown. */
+KILN_API int64_t kiln_lazy_counter(const char *name);
+/* Zeroes all counters and timers and forgets recompile reasons. */
+KILN_API void kiln_lazy_metrics_reset(void);
+/* Human-readable report and a JSON object of all metrics (malloc'd). */
+KILN_API char *kiln_lazy_metrics_report(void);
+KILN_API char *kiln_lazy_metrics_json(void);
+/* Compile-cache capacity (graphs kept, LRU); default 1024. */
+KILN_API void kiln_lazy_set_cache_size(int n);
+/* Why the cache missed for graphs of a structure seen before, oldest
+ * first: "input 2: shape [128, 784] -> [64, 784]". Borrowed strings, valid
+ * until the next reset. */
+KILN_API int kiln_lazy_n_recompile_reasons(void);
+KILN_API const char *kiln_lazy_recompile_reason(int i);
+
+/* ===================================================================== */
+/* nn: .npy files (numpy's format, NEP 1)                                 */
+/* ===================================================================== */
+/* Reads versions 1.0, 2.0 and 3.0 with dtypes '<f4' '<f8' '<i8' '|b1'
+ * (and '<i4', '|u1', widened to int64), C or Fortran order (the result is
+ * always C order), any shape up to KILN_MAX_DIMS dims including 0-d. The
+ * header must be a dict with exactly 'descr', 'fortran_order' and 'shape'
+ * (at most 10000 bytes) and the data exactly as long as the shape says.
+ * Returns a new contiguous tensor, or NULL with a message naming the file
+ * and what is wrong (KILN_ERR_IO, _FORMAT, _UNSUPPORTED). */
+KILN_API kiln_tensor *kiln_npy_load(const char *path);
+/* The same from n bytes in memory; name is only used in messages. */
+KILN_API kiln_tensor *kiln_npy_load_buffer(const void *buf, size_t n, const char *name);
+/* Writes t (any layout; saved in logical C order) as numpy 1.24 would
+ * (version 1.0, header padded to 64 bytes). Writes a temporary file beside
+ * path, fsyncs it and renames it over path, so path holds either its old
+ * content or the whole new file, never a partial one. */
+KILN_API kiln_status kiln_npy_save(const char *path, const kiln_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -401,14 +401,11 @@ int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
       goto done;
     }
     if (ag_engine_create_graph() && core_dtype_is_floating(o->dtype)) {
-      kiln_tensor *a = core_tensor_view(o->storage, o->dtype, o->ndim, o->shape,
-                                        o->strides, o->offset);
+      kiln_tensor *a = core_alias(o, true);
       if (!a) {
         rc = KILN_ERR_NOMEM;
         goto done;
       }
-      a->device = o->device;
-      a->lazy = NULL;
       core_autorelease(a);
       ag_meta *m = ag_meta_get(a);
       if (!m) {

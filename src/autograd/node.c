@@ -184,13 +184,6 @@ void ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n) {
   }
 }
 
-/* A data-less or data-sharing alias without autograd state. */
-static kiln_tensor *alias_of(const kiln_tensor *t, bool with_data) {
-  kiln_tensor *a = core_tensor_view(with_data ? t->storage : NULL, t->dtype, t->ndim,
-                                    t->shape, t->strides, t->offset);
-  if (a) a->device = t->device;
-  return a;
-}
 
 
 static char *make_trace(int op, const op_val *args, int n_args) {
@@ -229,7 +222,7 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
       for (int k = 0; k < cnt; k++, slot++) {
         kiln_tensor *t = a->tag == OP_VAL_TENSOR ? a->t : a->ts.v[k];
         ag_saved *s = &n->saved[n_saved++];
-        s->t = save_data ? kiln_retain(t) : alias_of(t, false);
+        s->t = save_data ? kiln_retain(t) : core_alias(t, false);
         if (!s->t) goto oom;
         s->version = t->storage ? t->storage->version : 0;
         if (a->tag == OP_VAL_TENSOR) d->t = s->t;
@@ -252,7 +245,7 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
     n->saved_outs = core_calloc((size_t)n_outs, sizeof *n->saved_outs);
     if (!n->saved_outs) goto oom;
     for (int i = 0; i < n_outs; i++) {
-      n->saved_outs[i].t = alias_of(outs[i], true);
+      n->saved_outs[i].t = core_alias(outs[i], true);
       if (!n->saved_outs[i].t) goto oom;
       n->saved_outs[i].version = outs[i]->storage ? outs[i]->storage->version : 0;
       n->saved_outs[i].is_output = true;

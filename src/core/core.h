@@ -71,6 +71,11 @@ struct kiln_tensor {
  * without including their headers. */
 extern void (*core_ag_meta_free_hook)(kiln_tensor *t);
 extern void (*core_lazy_free_hook)(kiln_tensor *t);
+/* lazy: give dst (a fresh header) its own state on src's lazy value. */
+extern void (*core_lazy_share_hook)(kiln_tensor *dst, const kiln_tensor *src);
+/* exec: the CPU value of a lazy tensor, syncing what it needs (new ref,
+ * or NULL with the error set). */
+extern kiln_tensor *(*core_lazy_materialize_hook)(const kiln_tensor *t);
 
 /* A new contiguous tensor (refcount 1, not registered with any scope).
  * NULL on bad shape or OOM. */
@@ -79,6 +84,9 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt);
 kiln_tensor *core_tensor_view(core_storage *s, kiln_dtype dt, int ndim,
                               const int64_t *shape, const int64_t *strides,
                               int64_t offset);
+/* A new header on t's data (same storage or lazy value) without autograd
+ * state; with_data false gives shape/dtype only. NULL on OOM. */
+kiln_tensor *core_alias(const kiln_tensor *t, bool with_data);
 /* A tensor header without storage (shape/dtype only). */
 kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt);
 /* Number of open scopes on this thread. */

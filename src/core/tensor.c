@@ -8,6 +8,8 @@
 
 void (*core_ag_meta_free_hook)(kiln_tensor *t);
 void (*core_lazy_free_hook)(kiln_tensor *t);
+void (*core_lazy_share_hook)(kiln_tensor *dst, const kiln_tensor *src);
+kiln_tensor *(*core_lazy_materialize_hook)(const kiln_tensor *t);
 
 int64_t core_numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
@@ -130,6 +132,15 @@ kiln_tensor *core_tensor_view(core_storage *s, kiln_dtype dt, int ndim,
   return t;
 }
 
+kiln_tensor *core_alias(const kiln_tensor *t, bool with_data) {
+  kiln_tensor *a = core_tensor_view(with_data ? t->storage : NULL, t->dtype, t->ndim,
+                                    t->shape, t->strides, t->offset);
+  if (!a) return NULL;
+  if (with_data && t->device == CORE_DEVICE_LAZY && core_lazy_share_hook)
+    core_lazy_share_hook(a, t);
+  return a;
+}
+
 kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt) {
   if (core_check_shape("meta", ndim, shape) < 0) return NULL;
   return header_new(dt, ndim, shape);
@@ -217,6 +228,13 @@ kiln_status kiln_item(const kiln_tensor *t, double *out) {
                       "item: a tensor with %lld elements (%s) cannot be converted to "
                       "a scalar; expected exactly 1",
                       (long long)kiln_tensor_numel(t), core_tensor_desc(t, d, sizeof d));
+  if (t->device == CORE_DEVICE_LAZY && core_lazy_materialize_hook) {
+    kiln_tensor *c = core_lazy_materialize_hook(t);
+    if (!c) return KILN_ERR_STATE;
+    *out = core_get_flat(c, 0);
+    kiln_release(c);
+    return KILN_OK;
+  }
   if (!core_data(t))
     return core_error(KILN_ERR_STATE, "item: tensor has no data on this device");
   *out = core_get_flat(t, 0);
@@ -225,6 +243,13 @@ kiln_status kiln_item(const kiln_tensor *t, double *out) {
 
 kiln_status kiln_tensor_copy_to(const kiln_tensor *t, void *buf, kiln_dtype dt) {
   if (!t || !buf) return core_error(KILN_ERR_INVALID, "copy_to: NULL argument");
+  if (t->device == CORE_DEVICE_LAZY && core_lazy_materialize_hook) {
+    kiln_tensor *c = core_lazy_materialize_hook(t);
+    if (!c) return KILN_ERR_STATE;
+    kiln_status rc = kiln_tensor_copy_to(c, buf, dt);
+    kiln_release(c);
+    return rc;
+  }
   if (!core_data(t) && kiln_tensor_numel(t) > 0)
     return core_error(KILN_ERR_STATE, "copy_to: tensor has no data on this device");
   int64_t n = kiln_tensor_numel(t);

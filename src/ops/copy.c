@@ -228,6 +228,8 @@ kiln_status kiln_copy_(kiln_tensor *dst, const kiln_tensor *src) {
     return core_error(KILN_ERR_INVALID,
                       "copy_: %s is a leaf that requires grad; update it under no_grad",
                       core_tensor_desc(dst, a, sizeof a));
+  if ((dst->device == CORE_DEVICE_LAZY || src->device == CORE_DEVICE_LAZY) && op_lazy_copy_hook)
+    return op_lazy_copy_hook(dst, src);
   if (op_broadcast_shapes("copy_", dst->ndim, dst->shape, src->ndim, src->shape, &nd,
                           shape) < 0 ||
       nd != dst->ndim || memcmp(shape, dst->shape, (size_t)nd * sizeof *shape))

@@ -9,6 +9,7 @@
 int (*op_autograd_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
                         int n_outs);
 bool (*op_is_leaf_hook)(const kiln_tensor *t);
+kiln_status (*op_lazy_copy_hook)(kiln_tensor *dst, const kiln_tensor *src);
 _Thread_local bool op_grad_enabled = true;
 int (*op_lazy_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
                     int max_outs);
@@ -98,8 +99,6 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
         if (!args[i].ts.v[k])
           return core_error(KILN_ERR_INVALID, "%s: tensor %d of argument %d is NULL",
                             info->name, k, i);
-  if (op_lazy_hook && any_lazy(args, n_args))
-    return op_lazy_hook(op, args, n_args, outs, max_outs);
   if (info->flags & OPF_DECOMPOSES) {
     if (!info->decompose)
       return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
@@ -107,6 +106,13 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
   }
   if (!info->infer || !info->cpu)
     return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
+  if (op_lazy_hook && any_lazy(args, n_args)) {
+    /* Lazy: record a node; the outputs are data-less LAZY tensors. */
+    n = op_lazy_hook(op, args, n_args, outs, max_outs);
+    if (n < 0) return n;
+    rc = 0;
+    goto record;
+  }
   if (info->flags & OPF_LIST_OUT) {
     cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
     metas = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *metas);
@@ -131,6 +137,7 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
   }
   rc = info->cpu(args, n_args, outs, n);
   if (rc < 0) goto fail;
+record:
   if (op_grad_enabled && op_autograd_hook && (info->flags & OPF_DIFF) &&
       any_requires_grad(args, n_args)) {
     rc = op_autograd_hook(op, args, n_args, outs, n);

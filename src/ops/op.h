@@ -158,6 +158,16 @@ int op_find(const char *name);
 /* The op with this name taking n_args arguments, or -1. */
 int op_find_arity(const char *name, int n_args);
 
+/* The schema's view of argument i: type without alias annotations
+ * ("Tensor", "int[]", "Scalar?"), name, default text (NULL if none). */
+const char *op_arg_type(int op, int i);
+const char *op_arg_name(int op, int i);
+const char *op_arg_default(int op, int i);
+int op_schema_n_args(int op);
+/* Is argument i of type Scalar or Scalar? (a number that lazy tensors
+ * treat as device data rather than a constant). */
+bool op_arg_is_scalar(int op, int i);
+
 /* Runs op on args: dispatches to lazy recording when any tensor argument is
  * lazy, else infers, allocates and runs the CPU kernel, then records
  * autograd if grad mode is on and an input requires grad. Writes new
@@ -173,6 +183,8 @@ extern int (*op_autograd_hook)(int op, const op_val *args, int n_args,
                                kiln_tensor **outs, int n_outs);
 /* autograd: is t a leaf (no grad_fn)? */
 extern bool (*op_is_leaf_hook)(const kiln_tensor *t);
+/* lazy: kiln_copy_ into or from a lazy tensor (rebinds the destination). */
+extern kiln_status (*op_lazy_copy_hook)(kiln_tensor *dst, const kiln_tensor *src);
 /* lazy: record a node instead of running; same contract as op_call. */
 extern int (*op_lazy_hook)(int op, const op_val *args, int n_args,
                            kiln_tensor **outs, int max_outs);

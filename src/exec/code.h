@@ -1,0 +1,65 @@
+/* src/exec/code.h: flat instruction code with registers, what graphs
+ * compile to (interpreter) and what the lazy compile cache stores. One
+ * instruction per node; jumps for If/Loop; each register released right
+ * after its last use (the free list of the instruction that last reads it).
+ */
+#ifndef KILN_EXEC_CODE_H
+#define KILN_EXEC_CODE_H
+
+#include "value.h"
+
+typedef enum exec_opcode {
+  EXEC_I_OP = 0,     /* out = op_table[op](in...); a LIST_OUT op's out[0] is a list */
+  EXEC_I_CONST,      /* out[0] = k */
+  EXEC_I_MOVE,       /* out[i] = in[i] (copies; block outputs, loop-carried values) */
+  EXEC_I_JUMP,       /* pc = target */
+  EXEC_I_JUMP_IF_NOT,/* if (!in[0]) pc = target */
+  EXEC_I_PRIM,       /* out = prim(in...) */
+  EXEC_I_RETURN      /* the function's outputs are in[] */
+} exec_opcode;
+
+struct exec_instr;
+/* A builtin (non-op-table) function: reads n_in values, writes n_out new
+ * values. Returns < 0 with the error set. */
+typedef int (*exec_prim_fn)(const struct exec_instr *ins, exec_value *in, exec_value *out);
+
+typedef struct exec_instr {
+  uint8_t code;
+  int op;               /* EXEC_I_OP: op-table index */
+  exec_prim_fn prim;    /* EXEC_I_PRIM */
+  const char *name;     /* node kind, for error messages */
+  int n_in, n_out;
+  int *in, *out;        /* register indices */
+  int target;           /* jumps */
+  exec_value k;         /* EXEC_I_CONST; PRIM's extra constant (e.g. index) */
+  int n_free;
+  int *free;            /* registers to clear after this instruction */
+  int line;             /* source line in the graph text, 0 if none */
+} exec_instr;
+
+typedef struct exec_code {
+  int n_instr, cap_instr;
+  exec_instr *instr;
+  int n_regs;
+  int n_inputs;
+  int *input_regs;
+  int n_outputs;
+  int *output_regs;
+} exec_code;
+
+/* An empty code object (NULL on OOM). */
+exec_code *exec_code_new(void);
+void exec_code_free(exec_code *c);
+/* Appends an instruction with room for n_in/n_out registers; returns its
+ * index (< 0 on OOM). The instruction's arrays are owned by the code. */
+int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out);
+/* Fills each instruction's free list from last uses. Straight-line code
+ * only: the graph compiler computes its own for code with jumps. */
+int exec_code_plan_frees(exec_code *c);
+/* Runs c on inputs (borrowed) and writes n_outputs new values to outputs.
+ * Returns < 0 with the error set; a failing instruction is named. */
+int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs);
+/* Text listing of the code, for debugging (malloc'd). */
+char *exec_code_dump(const exec_code *c);
+
+#endif

@@ -1,0 +1,470 @@
+/* src/exec/lazy_sync.c: kiln_mark_step and reads of lazy tensors: take the
+ * pending graph of some lazy tensors, look its hash up in an LRU compile
+ * cache, compile on a miss, run, and turn the tensors into device data.
+ *
+ * Note [Graph hash]: the key combines, over the post-order of the graph,
+ * each node's hash (op, constants, device-data shapes/dtypes: Note [Lazy
+ * hashing]) and its wiring (which earlier node each operand is), then the
+ * roots. Values never enter it, so each step of a loop hits the cache; a
+ * new shape, a new op, or a different set of roots misses. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "code.h"
+#include "prims.h"
+
+typedef struct sig_input {
+  op_meta meta;
+  uint8_t scalar_tag;
+} sig_input;
+
+typedef struct cache_entry {
+  uint64_t hash, structure;
+  exec_code *code;
+  uint64_t last_used;
+  int n_inputs, n_roots;
+  sig_input *inputs;
+} cache_entry;
+
+static cache_entry *cache;
+static int n_cache, cache_cap = 1024;
+static uint64_t use_clock;
+
+/* Signatures of the last graph compiled per structure (survive eviction),
+ * for recompile reasons. */
+#define HISTORY 64
+static cache_entry history[HISTORY];
+static int n_history;
+
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void evict_lru(void) {
+  int lru = 0;
+  for (int i = 1; i < n_cache; i++)
+    if (cache[i].last_used < cache[lru].last_used) lru = i;
+  exec_code_free(cache[lru].code);
+  core_free(cache[lru].inputs);
+  cache[lru] = cache[--n_cache];
+}
+
+void kiln_lazy_set_cache_size(int n) {
+  cache_cap = n < 1 ? 1 : n;
+  while (n_cache > cache_cap) evict_lru();
+}
+
+/* The graph being synced. */
+typedef struct sync_graph {
+  lazy_node **order;
+  int n_order;
+  lazy_node **inputs;  /* device-data nodes, in post-order */
+  int n_inputs;
+  lazy_value *roots;
+  int n_roots;
+  uint64_t hash, structure;
+} sync_graph;
+
+static void graph_free(sync_graph *g) {
+  core_free(g->order);
+  core_free(g->inputs);
+  core_free(g->roots);
+}
+
+static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
+  memset(g, 0, sizeof *g);
+  lazy_node **rn = core_calloc((size_t)(n ? n : 1), sizeof *rn);
+  g->roots = core_calloc((size_t)(n ? n : 1), sizeof *g->roots);
+  if (!rn || !g->roots) {
+    core_free(rn);
+    return KILN_ERR_NOMEM;
+  }
+  for (int i = 0; i < n; i++) {
+    g->roots[i] = lazy_of(ts[i])->value;
+    rn[i] = g->roots[i].node;
+  }
+  g->n_roots = n;
+  g->order = lazy_post_order(rn, n, &g->n_order);
+  core_free(rn);
+  if (!g->order) return KILN_ERR_NOMEM;
+  g->inputs = core_alloc((size_t)(g->n_order ? g->n_order : 1) * sizeof *g->inputs);
+  if (!g->inputs) return KILN_ERR_NOMEM;
+  uint64_t h = 0x6b696c6e, s = h;
+  for (int i = 0; i < g->n_order; i++) {
+    lazy_node *x = g->order[i];
+    if (x->op == LAZY_DATA) g->inputs[g->n_inputs++] = x;
+    h = mix(h, x->hash);
+    s = mix(s, x->shape_free_hash);
+    for (int k = 0; k < x->n_operands; k++) {
+      h = mix(mix(h, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+      s = mix(mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    h = mix(mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+    s = mix(mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+  }
+  g->hash = mix(h, (uint64_t)n);
+  g->structure = s;
+  return 0;
+}
+
+/* ---- compile: lazy graph -> instruction code ----------------------------------- */
+
+static int new_reg(exec_code *c) { return c->n_regs++; }
+
+static int compile(const sync_graph *g, exec_code **out) {
+  exec_code *c = exec_code_new();
+  int *reg = core_alloc((size_t)(g->n_order ? g->n_order : 1) * sizeof *reg);
+  int rc = 0;
+  if (!c || !reg) {
+    rc = KILN_ERR_NOMEM;
+    goto fail;
+  }
+  /* each node's first output register; outputs are consecutive */
+  c->input_regs = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof(int));
+  c->output_regs = core_alloc((size_t)(g->n_roots ? g->n_roots : 1) * sizeof(int));
+  if (!c->input_regs || !c->output_regs) {
+    rc = KILN_ERR_NOMEM;
+    goto fail;
+  }
+  for (int i = 0; i < g->n_order; i++) {
+    lazy_node *x = g->order[i];
+    reg[i] = c->n_regs;
+    c->n_regs += x->n_outs;
+    if (x->op == LAZY_DATA) c->input_regs[c->n_inputs++] = reg[i];
+  }
+  for (int i = 0; i < g->n_order; i++) {
+    lazy_node *x = g->order[i];
+    if (x->op == LAZY_DATA) continue;
+    const op_info *info = &op_table[x->op];
+    int args[32];
+    if (x->n_args > 32) {
+      rc = core_error(KILN_ERR_UNSUPPORTED, "%s: too many arguments", info->name);
+      goto fail;
+    }
+    for (int k = 0; k < x->n_args; k++) {
+      int oi = x->arg_operand[k];
+      switch (x->arg_kind[k]) {
+      case LAZY_ARG_TENSOR:
+      case LAZY_ARG_SCALAR:
+        args[k] = reg[x->operands[oi].node->post_id] + x->operands[oi].index;
+        break;
+      case LAZY_ARG_TENSORS: {
+        int cnt = x->args[k].ts.n, ix = exec_code_add(c, EXEC_I_PRIM, cnt, 1);
+        if (ix < 0) {
+          rc = ix;
+          goto fail;
+        }
+        exec_instr *li = &c->instr[ix];
+        li->prim = exec_prim_list_construct;
+        li->name = "prim::ListConstruct";
+        for (int j = 0; j < cnt; j++)
+          li->in[j] = reg[x->operands[oi + j].node->post_id] + x->operands[oi + j].index;
+        li->out[0] = args[k] = new_reg(c);
+        break;
+      }
+      default: {
+        int ix = exec_code_add(c, EXEC_I_CONST, 0, 1);
+        if (ix < 0) {
+          rc = ix;
+          goto fail;
+        }
+        exec_instr *ci = &c->instr[ix];
+        const op_val *v = &x->args[k];
+        ci->name = "prim::Constant";
+        switch (v->tag) {
+        case OP_VAL_INT: ci->k = (exec_value){.tag = EXEC_V_INT, .i = v->i}; break;
+        case OP_VAL_FLOAT: ci->k = (exec_value){.tag = EXEC_V_FLOAT, .f = v->f}; break;
+        case OP_VAL_BOOL: ci->k = (exec_value){.tag = EXEC_V_BOOL, .b = v->b}; break;
+        case OP_VAL_STR:
+          ci->k = (exec_value){.tag = EXEC_V_STR, .s = core_strdup(v->s)};
+          if (!ci->k.s) {
+            ci->k.tag = EXEC_V_NONE;
+            rc = KILN_ERR_NOMEM;
+            goto fail;
+          }
+          break;
+        case OP_VAL_INTS: {
+          exec_value items[KILN_MAX_DIMS * 4];
+          int cnt = v->ints.n < (int)(sizeof items / sizeof *items) ? v->ints.n : 0;
+          for (int j = 0; j < cnt; j++) items[j] = (exec_value){.tag = EXEC_V_INT, .i = v->ints.v[j]};
+          ci->k = exec_list_make(EXEC_V_LIST, items, cnt);
+          if (ci->k.tag == EXEC_V_NONE) {
+            rc = KILN_ERR_NOMEM;
+            goto fail;
+          }
+          break;
+        }
+        default: ci->k = EXEC_NONE; break;
+        }
+        ci->out[0] = args[k] = new_reg(c);
+        break;
+      }
+      }
+    }
+    if (info->flags & OPF_LIST_OUT) {
+      int ix = exec_code_add(c, EXEC_I_OP, x->n_args, 1);
+      if (ix < 0) {
+        rc = ix;
+        goto fail;
+      }
+      c->instr[ix].op = x->op;
+      memcpy(c->instr[ix].in, args, (size_t)x->n_args * sizeof *args);
+      int list = new_reg(c);
+      c->instr[ix].out[0] = list;
+      int ux = exec_code_add(c, EXEC_I_PRIM, 1, x->n_outs);
+      if (ux < 0) {
+        rc = ux;
+        goto fail;
+      }
+      c->instr[ux].prim = exec_prim_unpack;
+      c->instr[ux].name = "prim::ListUnpack";
+      c->instr[ux].in[0] = list;
+      for (int o = 0; o < x->n_outs; o++) c->instr[ux].out[o] = reg[i] + o;
+    } else {
+      int ix = exec_code_add(c, EXEC_I_OP, x->n_args, x->n_outs);
+      if (ix < 0) {
+        rc = ix;
+        goto fail;
+      }
+      c->instr[ix].op = x->op;
+      memcpy(c->instr[ix].in, args, (size_t)x->n_args * sizeof *args);
+      for (int o = 0; o < x->n_outs; o++) c->instr[ix].out[o] = reg[i] + o;
+    }
+  }
+  for (int r = 0; r < g->n_roots; r++)
+    c->output_regs[c->n_outputs++] = reg[g->roots[r].node->post_id] + g->roots[r].index;
+  if ((rc = exec_code_plan_frees(c)) < 0) goto fail;
+  core_free(reg);
+  *out = c;
+  return 0;
+fail:
+  core_free(reg);
+  exec_code_free(c);
+  return rc;
+}
+
+/* ---- cache --------------------------------------------------------------- */
+
+static void fill_signature(cache_entry *e, const sync_graph *g) {
+  e->n_inputs = g->n_inputs;
+  e->n_roots = g->n_roots;
+  e->structure = g->structure;
+  e->inputs = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof *e->inputs);
+  if (!e->inputs) return;
+  for (int i = 0; i < g->n_inputs; i++) {
+    e->inputs[i].meta = g->inputs[i]->metas[0];
+    e->inputs[i].scalar_tag = g->inputs[i]->scalar_tag;
+  }
+}
+
+static void explain_miss(const sync_graph *g) {
+  char buf[512], a[128], b[128];
+  for (int h = n_history - 1; h >= 0; h--) {
+    cache_entry *e = &history[h];
+    if (e->structure != g->structure) continue;
+    if (e->n_roots != g->n_roots) {
+      snprintf(buf, sizeof buf, "roots: %d -> %d (a live tensor was added or removed)",
+               e->n_roots, g->n_roots);
+      lazy_note_recompile(buf);
+      return;
+    }
+    for (int i = 0; i < g->n_inputs && i < e->n_inputs && e->inputs; i++) {
+      const op_meta *old = &e->inputs[i].meta, *now = &g->inputs[i]->metas[0];
+      if (old->dtype != now->dtype || old->ndim != now->ndim ||
+          memcmp(old->shape, now->shape, (size_t)now->ndim * sizeof *now->shape)) {
+        snprintf(buf, sizeof buf, "input %d: %s%s -> %s%s", i, kiln_dtype_name(old->dtype),
+                 core_shape_str(old->ndim, old->shape, a, sizeof a), kiln_dtype_name(now->dtype),
+                 core_shape_str(now->ndim, now->shape, b, sizeof b));
+        lazy_note_recompile(buf);
+        return;
+      }
+    }
+    lazy_note_recompile("same inputs, a constant argument changed (e.g. a view size)");
+    return;
+  }
+  /* a structure never compiled before: a new graph, not a recompile */
+}
+
+static void remember(const sync_graph *g) {
+  int slot = -1;
+  for (int i = 0; i < n_history; i++)
+    if (history[i].structure == g->structure) slot = i;
+  if (slot < 0) {
+    if (n_history == HISTORY) {
+      core_free(history[0].inputs);
+      memmove(history, history + 1, (HISTORY - 1) * sizeof *history);
+      n_history--;
+    }
+    slot = n_history++;
+  } else {
+    core_free(history[slot].inputs);
+  }
+  memset(&history[slot], 0, sizeof history[slot]);
+  fill_signature(&history[slot], g);
+}
+
+static exec_code *lookup_or_compile(const sync_graph *g) {
+  for (int i = 0; i < n_cache; i++)
+    if (cache[i].hash == g->hash) {
+      cache[i].last_used = ++use_clock;
+      lazy_metric_add(LAZY_M_CACHED_COMPILE, 1);
+      return cache[i].code;
+    }
+  lazy_metric_add(LAZY_M_UNCACHED_COMPILE, 1);
+  explain_miss(g);
+  int64_t t0 = now_ns();
+  exec_code *code = NULL;
+  if (compile(g, &code) < 0) return NULL;
+  lazy_metric_add(LAZY_M_COMPILE_TIME, now_ns() - t0);
+  while (n_cache >= cache_cap) evict_lru();
+  if (n_cache == 0 || n_cache % 16 == 0) {
+    cache_entry *c2 = core_realloc(cache, (size_t)(n_cache + 16) * sizeof *c2);
+    if (!c2) {
+      exec_code_free(code);
+      return NULL;
+    }
+    cache = c2;
+  }
+  cache_entry *e = &cache[n_cache++];
+  memset(e, 0, sizeof *e);
+  e->hash = g->hash;
+  e->code = code;
+  e->last_used = ++use_clock;
+  remember(g);
+  return code;
+}
+
+/* ---- sync ---------------------------------------------------------------------- */
+
+/* Runs the pending graph of ts (all LAZY with pending IR) and turns each
+ * into device data. */
+static int sync_tensors(kiln_tensor *const *ts, int n) {
+  sync_graph g;
+  int rc = graph_build(&g, ts, n);
+  exec_value *ins = NULL, *outs = NULL;
+  if (rc < 0) goto done;
+  exec_code *code = lookup_or_compile(&g);
+  if (!code) {
+    rc = -1;
+    goto done;
+  }
+  ins = core_calloc((size_t)(g.n_inputs ? g.n_inputs : 1), sizeof *ins);
+  outs = core_calloc((size_t)(n ? n : 1), sizeof *outs);
+  if (!ins || !outs) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < g.n_inputs; i++) {
+    lazy_node *x = g.inputs[i];
+    double v;
+    switch (x->scalar_tag) {
+    case OP_VAL_FLOAT:
+      kiln_item(x->data, &v);
+      ins[i] = (exec_value){.tag = EXEC_V_FLOAT, .f = v};
+      break;
+    case OP_VAL_INT:
+      ins[i] = (exec_value){.tag = EXEC_V_INT, .i = *(int64_t *)core_data(x->data)};
+      break;
+    case OP_VAL_BOOL:
+      ins[i] = (exec_value){.tag = EXEC_V_BOOL, .b = *(bool *)core_data(x->data)};
+      break;
+    default: ins[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = x->data}; break;
+    }
+  }
+  int64_t t0 = now_ns();
+  bool prev = kiln_set_grad_enabled(false); /* the graph already holds the backward */
+  rc = exec_code_run(code, ins, outs);
+  kiln_set_grad_enabled(prev);
+  lazy_metric_add(LAZY_M_EXECUTE_TIME, now_ns() - t0);
+  lazy_metric_add(LAZY_M_EXECUTE_GRAPH, 1);
+  if (rc < 0) {
+    core_error_prefix("lazy graph execution: ");
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    if (outs[i].tag != EXEC_V_TENSOR) {
+      rc = core_error(KILN_ERR_STATE, "lazy graph execution: root %d is not a tensor", i);
+      goto done;
+    }
+    lazy_node *d = lazy_data_node(outs[i].t);
+    if (!d) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
+    lazy_rebind(ts[i], d, 0);
+    lazy_node_release(d);
+  }
+done:
+  if (outs)
+    for (int i = 0; i < n; i++) exec_value_clear(&outs[i]);
+  core_free(ins);
+  core_free(outs);
+  graph_free(&g);
+  return rc;
+}
+
+kiln_status kiln_mark_step(void) {
+  int n = 0, cap = 0, rc = 0;
+  kiln_tensor **ts = NULL;
+  lazy_metric_add(LAZY_M_MARK_STEP, 1);
+  for (lazy_state *s = lazy_live_first(); s; s = s->next) {
+    if (!lazy_is_pending(s->owner)) continue;
+    if (n == cap) {
+      cap = cap ? cap * 2 : 64;
+      kiln_tensor **t2 = core_realloc(ts, (size_t)cap * sizeof *t2);
+      if (!t2) {
+        core_free(ts);
+        return KILN_ERR_NOMEM;
+      }
+      ts = t2;
+    }
+    ts[n++] = s->owner;
+  }
+  if (n) {
+    /* hold them: running the graph must not free a root */
+    for (int i = 0; i < n; i++) kiln_retain(ts[i]);
+    rc = sync_tensors(ts, n);
+    for (int i = 0; i < n; i++) kiln_release(ts[i]);
+  }
+  core_free(ts);
+  return rc;
+}
+
+static kiln_tensor *materialize(const kiln_tensor *t) {
+  kiln_tensor *tt = (kiln_tensor *)t;
+  if (lazy_is_pending(tt) && sync_tensors(&tt, 1) < 0) return NULL;
+  lazy_node *d = lazy_of(t)->value.node;
+  return kiln_retain(d->data);
+}
+
+__attribute__((constructor)) static void lazy_sync_ctor(void) {
+  core_lazy_materialize_hook = materialize;
+}
+
+kiln_tensor *kiln_to_cpu(kiln_tensor *t) {
+  if (!t) {
+    core_error(KILN_ERR_INVALID, "to_cpu: tensor is NULL");
+    return NULL;
+  }
+  if (t->device != CORE_DEVICE_LAZY) return core_autorelease(kiln_retain(t));
+  kiln_tensor *c = materialize(t);
+  if (!c) return NULL;
+  /* a private handle: the caller may write to it without touching the
+   * lazy tensor's device data */
+  kiln_tensor *r = core_tensor_new(c->ndim, c->shape, c->dtype);
+  if (r) op_copy_into(r, c);
+  kiln_release(c);
+  return core_autorelease(r);
+}

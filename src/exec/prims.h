@@ -1,0 +1,14 @@
+/* src/exec/prims.h: the interpreter's builtin functions (everything a graph
+ * calls that is not an op-table op). */
+#ifndef KILN_EXEC_PRIMS_H
+#define KILN_EXEC_PRIMS_H
+
+#include "code.h"
+
+int exec_prim_list_construct(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_tuple_construct(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_unpack(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_getitem(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out);
+
+#endif

@@ -1,0 +1,226 @@
+/* src/exec/run.c: building and running instruction code (the register
+ * machine shared by the interpreter and the lazy compile cache). */
+#include <stdio.h>
+#include <string.h>
+
+#include "code.h"
+
+exec_code *exec_code_new(void) { return core_calloc(1, sizeof(exec_code)); }
+
+void exec_code_free(exec_code *c) {
+  if (!c) return;
+  for (int i = 0; i < c->n_instr; i++) {
+    exec_instr *x = &c->instr[i];
+    core_free(x->in);
+    core_free(x->out);
+    core_free(x->free);
+    exec_value_clear(&x->k);
+  }
+  core_free(c->instr);
+  core_free(c->input_regs);
+  core_free(c->output_regs);
+  core_free(c);
+}
+
+int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out) {
+  if (c->n_instr == c->cap_instr) {
+    int cap = c->cap_instr ? c->cap_instr * 2 : 32;
+    exec_instr *v = core_realloc(c->instr, (size_t)cap * sizeof *v);
+    if (!v) return KILN_ERR_NOMEM;
+    c->instr = v;
+    c->cap_instr = cap;
+  }
+  exec_instr *x = &c->instr[c->n_instr];
+  memset(x, 0, sizeof *x);
+  x->code = (uint8_t)code;
+  x->n_in = n_in;
+  x->n_out = n_out;
+  x->in = core_calloc((size_t)(n_in ? n_in : 1), sizeof *x->in);
+  x->out = core_calloc((size_t)(n_out ? n_out : 1), sizeof *x->out);
+  if (!x->in || !x->out) {
+    core_free(x->in);
+    core_free(x->out);
+    return KILN_ERR_NOMEM;
+  }
+  return c->n_instr++;
+}
+
+int exec_code_plan_frees(exec_code *c) {
+  int *last = core_alloc((size_t)(c->n_regs ? c->n_regs : 1) * sizeof *last);
+  if (!last) return KILN_ERR_NOMEM;
+  for (int r = 0; r < c->n_regs; r++) last[r] = -1;
+  for (int i = 0; i < c->n_instr; i++)
+    for (int k = 0; k < c->instr[i].n_in; k++)
+      if (c->instr[i].in[k] >= 0) last[c->instr[i].in[k]] = i;
+  for (int k = 0; k < c->n_outputs; k++) last[c->output_regs[k]] = c->n_instr; /* never */
+  for (int r = 0; r < c->n_regs; r++) {
+    int i = last[r];
+    if (i < 0 || i >= c->n_instr) continue;
+    exec_instr *x = &c->instr[i];
+    int *f = core_realloc(x->free, (size_t)(x->n_free + 1) * sizeof *f);
+    if (!f) {
+      core_free(last);
+      return KILN_ERR_NOMEM;
+    }
+    x->free = f;
+    f[x->n_free++] = r;
+  }
+  core_free(last);
+  return 0;
+}
+
+static bool truthy(const exec_value *v) {
+  switch (v->tag) {
+  case EXEC_V_BOOL: return v->b;
+  case EXEC_V_INT: return v->i != 0;
+  case EXEC_V_FLOAT: return v->f != 0;
+  default: return v->tag != EXEC_V_NONE;
+  }
+}
+
+#define MAX_OP_ARGS 16
+
+static int run_op(const exec_instr *x, exec_value *regs) {
+  const op_info *info = &op_table[x->op];
+  op_val args[MAX_OP_ARGS];
+  kiln_tensor *small[8], **outs = small;
+  int n, rc = 0, max_outs = 8;
+  if (x->n_in > MAX_OP_ARGS)
+    return core_error(KILN_ERR_INVALID, "%s: too many arguments", info->name);
+  for (int k = 0; k < x->n_in; k++)
+    if ((rc = exec_value_as_op(&regs[x->in[k]], &args[k])) < 0) return rc;
+  if (info->flags & OPF_LIST_OUT) {
+    max_outs = OP_MAX_OUTS;
+    outs = core_alloc((size_t)max_outs * sizeof *outs);
+    if (!outs) return KILN_ERR_NOMEM;
+  }
+  /* outputs go to registers, not to a scope */
+  kiln_scope_begin();
+  n = op_call(x->op, args, x->n_in, outs, max_outs);
+  if (n >= 0) {
+    for (int i = 0; i < n; i++) kiln_retain(outs[i]);
+  }
+  kiln_scope_end();
+  if (n < 0) {
+    rc = n;
+    goto done;
+  }
+  if (info->flags & OPF_LIST_OUT) {
+    exec_value *items = core_alloc((size_t)(n ? n : 1) * sizeof *items);
+    if (!items) {
+      rc = KILN_ERR_NOMEM;
+      for (int i = 0; i < n; i++) kiln_release(outs[i]);
+      goto done;
+    }
+    for (int i = 0; i < n; i++) items[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = outs[i]};
+    exec_value_clear(&regs[x->out[0]]);
+    regs[x->out[0]] = exec_list_make(EXEC_V_LIST, items, n);
+    for (int i = 0; i < n; i++) kiln_release(outs[i]);
+    core_free(items);
+    if (regs[x->out[0]].tag == EXEC_V_NONE) rc = KILN_ERR_NOMEM;
+    goto done;
+  }
+  if (n != x->n_out) {
+    rc = core_error(KILN_ERR_INVALID, "%s: produced %d outputs, the graph expects %d",
+                    info->name, n, x->n_out);
+    for (int i = 0; i < n; i++) kiln_release(outs[i]);
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    exec_value_clear(&regs[x->out[i]]);
+    regs[x->out[i]] = (exec_value){.tag = EXEC_V_TENSOR, .t = outs[i]};
+  }
+done:
+  if (outs != small) core_free(outs);
+  return rc;
+}
+
+int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs) {
+  exec_value small[64], *regs = small;
+  int rc = 0, pc = 0;
+  if (c->n_regs > 64) {
+    regs = core_calloc((size_t)c->n_regs, sizeof *regs);
+    if (!regs) return KILN_ERR_NOMEM;
+  } else {
+    memset(small, 0, sizeof small);
+  }
+  for (int i = 0; i < c->n_inputs; i++) regs[c->input_regs[i]] = exec_value_copy(&inputs[i]);
+  while (pc < c->n_instr) {
+    const exec_instr *x = &c->instr[pc++];
+    switch (x->code) {
+    case EXEC_I_OP: rc = run_op(x, regs); break;
+    case EXEC_I_CONST:
+      exec_value_clear(&regs[x->out[0]]);
+      regs[x->out[0]] = exec_value_copy(&x->k);
+      break;
+    case EXEC_I_MOVE: {
+      /* through temporaries: outputs may overlap inputs (loop-carried) */
+      exec_value tmp[16];
+      int n = x->n_in < 16 ? x->n_in : 16;
+      for (int i = 0; i < n; i++) tmp[i] = exec_value_copy(&regs[x->in[i]]);
+      for (int i = 0; i < n; i++) {
+        exec_value_clear(&regs[x->out[i]]);
+        regs[x->out[i]] = tmp[i];
+      }
+      break;
+    }
+    case EXEC_I_JUMP: pc = x->target; break;
+    case EXEC_I_JUMP_IF_NOT:
+      if (!truthy(&regs[x->in[0]])) pc = x->target;
+      break;
+    case EXEC_I_PRIM: {
+      exec_value ins_small[16], outs_small[16];
+      if (x->n_in > 16 || x->n_out > 16) {
+        rc = core_error(KILN_ERR_INVALID, "%s: too many values", x->name);
+        break;
+      }
+      for (int i = 0; i < x->n_in; i++) ins_small[i] = regs[x->in[i]];
+      memset(outs_small, 0, sizeof outs_small);
+      rc = x->prim(x, ins_small, outs_small);
+      if (rc >= 0)
+        for (int i = 0; i < x->n_out; i++) {
+          exec_value_clear(&regs[x->out[i]]);
+          regs[x->out[i]] = outs_small[i];
+        }
+      break;
+    }
+    case EXEC_I_RETURN:
+      for (int i = 0; i < x->n_in; i++) outputs[i] = exec_value_copy(&regs[x->in[i]]);
+      pc = c->n_instr;
+      break;
+    default: rc = core_error(KILN_ERR_STATE, "exec: bad instruction %d", x->code); break;
+    }
+    if (rc < 0) {
+      if (x->line > 0) core_error_prefix("line %d: %s: ", x->line, x->name ? x->name : "");
+      break;
+    }
+    for (int i = 0; i < x->n_free; i++) exec_value_clear(&regs[x->free[i]]);
+  }
+  if (rc >= 0 && (c->n_instr == 0 || c->instr[c->n_instr - 1].code != EXEC_I_RETURN))
+    for (int i = 0; i < c->n_outputs; i++) outputs[i] = exec_value_copy(&regs[c->output_regs[i]]);
+  for (int r = 0; r < c->n_regs; r++) exec_value_clear(&regs[r]);
+  if (regs != small) core_free(regs);
+  return rc;
+}
+
+char *exec_code_dump(const exec_code *c) {
+  static const char *const codes[] = {"op", "const", "move", "jump", "jump_if_not", "prim",
+                                      "return"};
+  size_t cap = 256 + (size_t)c->n_instr * 128, k = 0;
+  char *s = core_alloc(cap);
+  if (!s) return NULL;
+  for (int i = 0; i < c->n_instr && k < cap; i++) {
+    const exec_instr *x = &c->instr[i];
+    k += (size_t)snprintf(s + k, cap - k, "%3d %-11s %-28s", i, codes[x->code],
+                          x->code == EXEC_I_OP ? op_table[x->op].name : x->name ? x->name : "");
+    for (int j = 0; j < x->n_in && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->in[j]);
+    if (x->n_out && k < cap) k += (size_t)snprintf(s + k, cap - k, " ->");
+    for (int j = 0; j < x->n_out && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->out[j]);
+    if ((x->code == EXEC_I_JUMP || x->code == EXEC_I_JUMP_IF_NOT) && k < cap)
+      k += (size_t)snprintf(s + k, cap - k, " @%d", x->target);
+    if (x->n_free && k < cap) k += (size_t)snprintf(s + k, cap - k, "  free");
+    for (int j = 0; j < x->n_free && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->free[j]);
+    if (k < cap) k += (size_t)snprintf(s + k, cap - k, "\n");
+  }
+  return s;
+}

@@ -1,0 +1,108 @@
+/* src/exec/value.c: interpreter values: copy, clear, lists, and viewing a
+ * value as an op argument. */
+#include <string.h>
+
+#include "value.h"
+
+static void list_release(exec_list *l) {
+  if (!l || --l->refcount > 0) return;
+  for (int i = 0; i < l->n; i++) exec_value_clear(&l->items[i]);
+  core_free(l->items);
+  core_free(l->ints);
+  core_free(l->tensors);
+  core_free(l);
+}
+
+void exec_value_clear(exec_value *v) {
+  switch (v->tag) {
+  case EXEC_V_TENSOR: kiln_release(v->t); break;
+  case EXEC_V_STR:
+  case EXEC_V_DEVICE: core_free(v->s); break;
+  case EXEC_V_LIST:
+  case EXEC_V_TUPLE: list_release(v->list); break;
+  default: break;
+  }
+  v->tag = EXEC_V_NONE;
+}
+
+exec_value exec_value_copy(const exec_value *v) {
+  exec_value r = *v;
+  switch (v->tag) {
+  case EXEC_V_TENSOR: kiln_retain(v->t); break;
+  case EXEC_V_STR:
+  case EXEC_V_DEVICE:
+    r.s = core_strdup(v->s);
+    if (!r.s) r.tag = EXEC_V_NONE;
+    break;
+  case EXEC_V_LIST:
+  case EXEC_V_TUPLE: v->list->refcount++; break;
+  default: break;
+  }
+  return r;
+}
+
+exec_value exec_list_make(exec_tag tag, const exec_value *items, int n) {
+  exec_value r = {.tag = EXEC_V_NONE};
+  exec_list *l = core_calloc(1, sizeof *l);
+  if (!l) return r;
+  l->refcount = 1;
+  l->n = n;
+  l->items = core_calloc((size_t)(n ? n : 1), sizeof *l->items);
+  if (!l->items) {
+    core_free(l);
+    return r;
+  }
+  for (int i = 0; i < n; i++) l->items[i] = exec_value_copy(&items[i]);
+  r.tag = (uint8_t)tag;
+  r.list = l;
+  return r;
+}
+
+int exec_value_as_op(exec_value *v, op_val *out) {
+  switch (v->tag) {
+  case EXEC_V_NONE: *out = OPV_NONE; return 0;
+  case EXEC_V_TENSOR: *out = OPV_T(v->t); return 0;
+  case EXEC_V_INT: *out = OPV_I(v->i); return 0;
+  case EXEC_V_FLOAT: *out = OPV_F(v->f); return 0;
+  case EXEC_V_BOOL: *out = OPV_B(v->b); return 0;
+  case EXEC_V_STR:
+  case EXEC_V_DEVICE: *out = OPV_S(v->s); return 0;
+  case EXEC_V_LIST:
+  case EXEC_V_TUPLE: {
+    exec_list *l = v->list;
+    bool all_int = true, all_t = true;
+    for (int i = 0; i < l->n; i++) {
+      all_int &= l->items[i].tag == EXEC_V_INT || l->items[i].tag == EXEC_V_BOOL;
+      all_t &= l->items[i].tag == EXEC_V_TENSOR;
+    }
+    if (all_int) {
+      if (!l->ints) {
+        l->ints = core_alloc((size_t)(l->n ? l->n : 1) * sizeof *l->ints);
+        if (!l->ints) return KILN_ERR_NOMEM;
+        for (int i = 0; i < l->n; i++)
+          l->ints[i] = l->items[i].tag == EXEC_V_INT ? l->items[i].i : l->items[i].b;
+      }
+      *out = OPV_INTS(l->ints, l->n);
+      return 0;
+    }
+    if (all_t) {
+      if (!l->tensors) {
+        l->tensors = core_alloc((size_t)l->n * sizeof *l->tensors);
+        if (!l->tensors) return KILN_ERR_NOMEM;
+        for (int i = 0; i < l->n; i++) l->tensors[i] = l->items[i].t;
+      }
+      *out = OPV_TS(l->tensors, l->n);
+      return 0;
+    }
+    return core_error(KILN_ERR_INVALID, "a list of mixed types cannot be passed to an op");
+  }
+  default:
+    return core_error(KILN_ERR_INVALID, "a %s cannot be passed to an op", exec_tag_name(v->tag));
+  }
+}
+
+const char *exec_tag_name(int tag) {
+  static const char *const names[] = {"None", "Tensor", "int",    "float",  "bool",
+                                      "str",  "list",   "tuple",  "Device", "object"};
+  return tag >= 0 && tag <= EXEC_V_OBJ ? names[tag] : "?";
+}

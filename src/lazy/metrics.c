@@ -1,0 +1,126 @@
+/* src/lazy/metrics.c: lazy-tensor counters and timers with stable names,
+ * the recompile-reason log, and their text and JSON reports.
+ * (DESIGN.md puts metrics in exec; they live here, one layer lower,
+ * because recording already counts CreateLazyTensor and exec can reach
+ * down to them but lazy cannot reach up.) */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lazy.h"
+
+static const char *const metric_names[LAZY_M_COUNT] = {
+    "MarkStep",          "UncachedCompile",  "CachedCompile",     "ExecuteGraph",
+    "DeviceDataCacheMiss", "CreateLazyTensor", "DestroyLazyTensor", "SyncTensorsToData",
+    "CompileTime",       "ExecuteTime"};
+static int64_t metric_vals[LAZY_M_COUNT];
+static int64_t metric_samples[LAZY_M_COUNT];
+
+#define MAX_REASONS 256
+static char *reasons[MAX_REASONS];
+static int n_reasons;
+
+void lazy_metric_add(lazy_metric m, int64_t v) {
+  metric_vals[m] += v;
+  metric_samples[m]++;
+}
+
+int64_t lazy_metric_get(lazy_metric m) { return metric_vals[m]; }
+
+void lazy_note_recompile(const char *reason) {
+  if (n_reasons == MAX_REASONS) {
+    core_free(reasons[0]);
+    memmove(reasons, reasons + 1, (MAX_REASONS - 1) * sizeof *reasons);
+    n_reasons--;
+  }
+  reasons[n_reasons] = core_strdup(reason);
+  if (reasons[n_reasons]) n_reasons++;
+  if (getenv("KILN_LOG") && strstr(getenv("KILN_LOG"), "recompiles"))
+    fprintf(stderr, "kiln: recompile: %s\n", reason);
+}
+
+int64_t kiln_lazy_counter(const char *name) {
+  for (int i = 0; i < LAZY_M_COUNT; i++)
+    if (strcmp(metric_names[i], name) == 0) return metric_vals[i];
+  return -1;
+}
+
+void kiln_lazy_metrics_reset(void) {
+  memset(metric_vals, 0, sizeof metric_vals);
+  memset(metric_samples, 0, sizeof metric_samples);
+  for (int i = 0; i < n_reasons; i++) core_free(reasons[i]);
+  n_reasons = 0;
+}
+
+int kiln_lazy_n_recompile_reasons(void) { return n_reasons; }
+
+const char *kiln_lazy_recompile_reason(int i) {
+  return i >= 0 && i < n_reasons ? reasons[i] : NULL;
+}
+
+static bool is_timer(int i) { return i == LAZY_M_COMPILE_TIME || i == LAZY_M_EXECUTE_TIME; }
+
+char *kiln_lazy_metrics_report(void) {
+  size_t cap = 4096 + (size_t)n_reasons * 256, k = 0;
+  char *s = core_alloc(cap);
+  if (!s) return NULL;
+  k += (size_t)snprintf(s + k, cap - k, "kiln lazy metrics\n");
+  for (int i = 0; i < LAZY_M_COUNT; i++) {
+    if (is_timer(i))
+      k += (size_t)snprintf(s + k, cap - k, "  %-20s %12.3f ms total, %lld samples\n",
+                            metric_names[i], (double)metric_vals[i] / 1e6,
+                            (long long)metric_samples[i]);
+    else
+      k += (size_t)snprintf(s + k, cap - k, "  %-20s %12lld\n", metric_names[i],
+                            (long long)metric_vals[i]);
+  }
+  k += (size_t)snprintf(s + k, cap - k, "recompile reasons: %d\n", n_reasons);
+  for (int i = 0; i < n_reasons && k < cap; i++)
+    k += (size_t)snprintf(s + k, cap - k, "  %s\n", reasons[i]);
+  return s;
+}
+
+static size_t json_str(char *s, size_t cap, const char *v) {
+  size_t k = 0;
+  if (k < cap) s[k++] = '"';
+  for (; *v && k + 7 < cap; v++) {
+    if (*v == '"' || *v == '\\') {
+      s[k++] = '\\';
+      s[k++] = *v;
+    } else if ((unsigned char)*v < 0x20) {
+      k += (size_t)snprintf(s + k, cap - k, "\\u%04x", (unsigned char)*v);
+    } else {
+      s[k++] = *v;
+    }
+  }
+  if (k < cap) s[k++] = '"';
+  return k;
+}
+
+char *kiln_lazy_metrics_json(void) {
+  size_t cap = 2048 + (size_t)n_reasons * 512, k = 0;
+  char *s = core_alloc(cap);
+  if (!s) return NULL;
+  k += (size_t)snprintf(s + k, cap - k, "{\"counters\": {");
+  for (int i = 0, first = 1; i < LAZY_M_COUNT; i++) {
+    if (is_timer(i)) continue;
+    k += (size_t)snprintf(s + k, cap - k, "%s\"%s\": %lld", first ? "" : ", ", metric_names[i],
+                          (long long)metric_vals[i]);
+    first = 0;
+  }
+  k += (size_t)snprintf(s + k, cap - k, "}, \"timers_ns\": {");
+  for (int i = 0, first = 1; i < LAZY_M_COUNT; i++) {
+    if (!is_timer(i)) continue;
+    k += (size_t)snprintf(s + k, cap - k, "%s\"%s\": {\"total\": %lld, \"samples\": %lld}",
+                          first ? "" : ", ", metric_names[i], (long long)metric_vals[i],
+                          (long long)metric_samples[i]);
+    first = 0;
+  }
+  k += (size_t)snprintf(s + k, cap - k, "}, \"recompile_reasons\": [");
+  for (int i = 0; i < n_reasons && k < cap; i++) {
+    if (i) k += (size_t)snprintf(s + k, cap - k, ", ");
+    k += json_str(s + k, cap - k, reasons[i]);
+  }
+  if (k < cap) snprintf(s + k, cap - k, "]}");
+  return s;
+}

@@ -1,0 +1,100 @@
+/* tests/lazy/test_lazy_sync.c: kiln_mark_step, reads, the compile cache and
+ * its counters, recompile reasons (PyTorch 1.13's micro-checks, B.5). */
+#include "lazy/lazy.h"
+#include "test.h"
+
+static int64_t ctr(const char *n) { return kiln_lazy_counter(n); }
+
+/* (x @ w).relu() + s on lazy tensors; returns the lazy result. */
+static kiln_tensor *step(kiln_tensor *x, kiln_tensor *w, double s) {
+  return kiln_add_scalar(kiln_relu(kiln_mm(x, w)), s);
+}
+
+TEST(lazy_mark_step_counters) {
+  int64_t sh[2] = {4, 4}, sh2[2] = {6, 4};
+  kiln_generator *g = kiln_generator_new(3);
+  kiln_scope_begin();
+  kiln_lazy_metrics_reset();
+  kiln_tensor *xc = kiln_randn(2, sh, KILN_DTYPE_F32, g), *wc = kiln_randn(2, sh, KILN_DTYPE_F32, g);
+  kiln_tensor *x = kiln_to_lazy(xc), *w = kiln_to_lazy(wc);
+  kiln_tensor *y = step(x, w, 1.5);
+  CHECK(kiln_mark_step() == KILN_OK);
+  CHECK_EQ_INT(ctr("MarkStep"), 1);
+  CHECK_EQ_INT(ctr("UncachedCompile"), 1);
+  CHECK_EQ_INT(ctr("ExecuteGraph"), 1);
+  CHECK(!lazy_is_pending(y));
+  /* values equal eager */
+  kiln_tensor *ye = step(xc, wc, 1.5), *yc = kiln_to_cpu(y);
+  for (int i = 0; i < 16; i++) CHECK_NEAR(core_get_flat(yc, i), core_get_flat(ye, i), 1e-6);
+  CHECK_EQ_INT(ctr("ExecuteGraph"), 1); /* reading device data runs nothing */
+  /* repeat, new data with the same shape: cached */
+  step(x, w, 1.5);
+  kiln_mark_step();
+  step(kiln_to_lazy(kiln_randn(2, sh, KILN_DTYPE_F32, g)), w, 1.5);
+  kiln_mark_step();
+  CHECK_EQ_INT(ctr("UncachedCompile"), 1);
+  CHECK_EQ_INT(ctr("CachedCompile"), 2);
+  /* a new Python scalar: cached, but a device-data cache miss */
+  int64_t miss = ctr("DeviceDataCacheMiss");
+  step(x, w, 2.5);
+  kiln_mark_step();
+  CHECK_EQ_INT(ctr("UncachedCompile"), 1);
+  CHECK_EQ_INT(ctr("DeviceDataCacheMiss"), miss + 1);
+  /* a new shape: compiles, and says why */
+  step(kiln_to_lazy(kiln_randn(2, sh2, KILN_DTYPE_F32, g)), w, 1.5);
+  kiln_mark_step();
+  CHECK_EQ_INT(ctr("UncachedCompile"), 2);
+  CHECK(kiln_lazy_n_recompile_reasons() == 1);
+  CHECK_STR_CONTAINS(kiln_lazy_recompile_reason(0), "Float[4, 4] -> Float[6, 4]");
+  char *report = kiln_lazy_metrics_report();
+  CHECK_STR_CONTAINS(report, "UncachedCompile");
+  CHECK_STR_CONTAINS(report, "-> Float[6, 4]");
+  kiln_free(report);
+  char *json = kiln_lazy_metrics_json();
+  CHECK_STR_CONTAINS(json, "\"UncachedCompile\": 2");
+  kiln_free(json);
+  /* an empty mark_step only counts itself */
+  int64_t exec = ctr("ExecuteGraph"), ms = ctr("MarkStep");
+  kiln_mark_step();
+  CHECK_EQ_INT(ctr("ExecuteGraph"), exec);
+  CHECK_EQ_INT(ctr("MarkStep"), ms + 1);
+  /* item syncs just that tensor and counts as an execution */
+  kiln_tensor *s = kiln_sum(kiln_mul(x, x), NULL, 0, false);
+  double v = 0, want = 0;
+  CHECK(kiln_item(s, &v) == KILN_OK);
+  for (int i = 0; i < 16; i++) want += core_get_flat(xc, i) * core_get_flat(xc, i);
+  CHECK_NEAR(v, want, 1e-4);
+  CHECK_EQ_INT(ctr("ExecuteGraph"), exec + 1);
+  CHECK_EQ_INT(ctr("MarkStep"), ms + 1);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
+
+TEST(lazy_backward_and_update) {
+  /* one SGD step on lazy tensors equals eager */
+  int64_t sx[2] = {8, 3}, sw[2] = {3, 2};
+  kiln_generator *g = kiln_generator_new(9);
+  kiln_scope_begin();
+  kiln_tensor *xc = kiln_randn(2, sx, KILN_DTYPE_F32, g), *wc = kiln_randn(2, sw, KILN_DTYPE_F32, g);
+  kiln_tensor *we = kiln_clone(wc);
+  kiln_set_requires_grad(we, true);
+  kiln_tensor *w = kiln_to_lazy(wc);
+  kiln_set_requires_grad(w, true);
+  kiln_tensor *x = kiln_to_lazy(xc);
+  for (int it = 0; it < 3; it++) {
+    kiln_tensor *ps[2] = {we, w}, *xs[2] = {xc, x};
+    for (int m = 0; m < 2; m++) {
+      kiln_tensor *loss = kiln_sum(kiln_tanh(kiln_mm(xs[m], ps[m])), NULL, 0, false);
+      CHECK(kiln_backward(loss, NULL) == KILN_OK);
+      kiln_no_grad_begin();
+      CHECK(kiln_copy_(ps[m], kiln_sub(ps[m], kiln_mul_scalar(kiln_tensor_grad(ps[m]), 0.1))) == KILN_OK);
+      kiln_no_grad_end();
+      kiln_tensor_set_grad(ps[m], NULL);
+    }
+    kiln_mark_step();
+  }
+  kiln_tensor *wl = kiln_to_cpu(w);
+  for (int i = 0; i < 6; i++) CHECK_NEAR(core_get_flat(wl, i), core_get_flat(we, i), 1e-5);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
