@@ -448,6 +448,59 @@ KILN_API int kiln_lazy_n_recompile_reasons(void);
 KILN_API const char *kiln_lazy_recompile_reason(int i);
 
 /* ===================================================================== */
+/* graphs (TorchScript IR) and functions (the graph executor)              */
+/* ===================================================================== */
+/* A graph is TorchScript's IR: kiln reads the text that
+ * print(torch.jit.script(f).graph) prints (after torch._C._jit_pass_inline)
+ * and prints its own graphs the same way. A function wraps a graph and its
+ * executor; call it like the scripted function. */
+
+typedef struct kiln_graph kiln_graph;
+
+/* Parses graph text (len bytes). NULL on error with "line:col: message". */
+KILN_API kiln_graph *kiln_graph_parse(const char *text, size_t len);
+/* Reads and parses a file; errors name the file. */
+KILN_API kiln_graph *kiln_graph_load(const char *path);
+KILN_API void kiln_graph_free(kiln_graph *g);
+/* TorchScript text of g (malloc'd; kiln_free). */
+KILN_API char *kiln_graph_print(const kiln_graph *g);
+KILN_API int kiln_graph_n_inputs(const kiln_graph *g);
+KILN_API int kiln_graph_n_outputs(const kiln_graph *g);
+
+/* A value passed to or returned from a function. Tensors are references:
+ * inputs are borrowed; outputs are new references registered with the
+ * current scope. */
+typedef enum kiln_value_kind {
+  KILN_VALUE_NONE = 0,
+  KILN_VALUE_TENSOR,
+  KILN_VALUE_INT,
+  KILN_VALUE_FLOAT,
+  KILN_VALUE_BOOL
+} kiln_value_kind;
+
+typedef struct kiln_value {
+  kiln_value_kind kind;
+  union {
+    kiln_tensor *t;
+    int64_t i;
+    double f;
+    bool b;
+  };
+} kiln_value;
+
+typedef struct kiln_function kiln_function;
+
+/* A function over a copy of g (g may be freed afterwards). NULL if the
+ * graph cannot run (an unsupported node kind), with the error set. */
+KILN_API kiln_function *kiln_function_new(const kiln_graph *g);
+KILN_API void kiln_function_free(kiln_function *f);
+/* Calls f. Writes the outputs (a tuple output is flattened in order) into
+ * outputs and returns their count, or a negative status (wrong number of
+ * inputs, a kernel error: the message names the node). */
+KILN_API int kiln_function_call(kiln_function *f, const kiln_value *inputs, int n_inputs,
+                                kiln_value *outputs, int max_outputs);
+
+/* ===================================================================== */
 /* nn: .npy files (numpy's format, NEP 1)                                 */
 /* ===================================================================== */
 /* Reads versions 1.0, 2.0 and 3.0 with dtypes '<f4' '<f8' '<i8' '|b1'

@@ -199,6 +199,11 @@ static void gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t 
       const double *s = (const double *)src;
       double *dd = (double *)buf + k;
       for (int64_t j = 0; j < run; j++) dd[j] = s[j * s_last];
+    } else if (o->dtype == cd) {
+      /* same dtype (int64, bool): copy bits, never through double */
+      char *dd = (char *)buf + k * (int64_t)es;
+      for (int64_t j = 0; j < run; j++)
+        memcpy(dd + j * (int64_t)es, src + j * s_last * (int64_t)es, es);
     } else {
       for (int64_t j = 0; j < run; j++)
         store_conv(buf, cd, k + j, load_conv(src + j * s_last * (int64_t)es, o->dtype));
@@ -235,8 +240,15 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     o->scalar_buf = NULL;
     o->direct = false;
     if (v->tag != OP_VAL_TENSOR || core_numel(v->t->ndim, v->t->shape) == 1) {
-      double val = v->tag == OP_VAL_TENSOR ? core_get_flat(v->t, 0) : op_val_num(v);
-      for (int64_t k = 0; k < EW_TILE; k++) store_conv(scalar_bufs[i], p.compute, k, val);
+      if (p.compute == KILN_DTYPE_I64 &&
+          (v->tag == OP_VAL_INT || (v->tag == OP_VAL_TENSOR && v->t->dtype == KILN_DTYPE_I64))) {
+        /* exact int64 (a double holds only 53 bits) */
+        int64_t iv = v->tag == OP_VAL_INT ? v->i : *(const int64_t *)core_data(v->t);
+        for (int64_t k = 0; k < EW_TILE; k++) ((int64_t *)scalar_bufs[i])[k] = iv;
+      } else {
+        double val = v->tag == OP_VAL_TENSOR ? core_get_flat(v->t, 0) : op_val_num(v);
+        for (int64_t k = 0; k < EW_TILE; k++) store_conv(scalar_bufs[i], p.compute, k, val);
+      }
       o->scalar_buf = scalar_bufs[i];
       if (numel > 1) all_direct = false;
       else o->direct = false;

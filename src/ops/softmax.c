@@ -1,5 +1,229 @@
-/* src/ops/softmax.c: softmax and log_softmax along a dim. */
+/* src/ops/softmax.c: softmax and log_softmax along a dim, numerically
+ * stable (the max along the dim is subtracted first), over any dim. */
+#include <math.h>
+#include <string.h>
+
 #include "op.h"
+
+#define SM_W 1024 /* columns per block when the dim is not the last */
+
+/* e^x for float32, written so that loops calling it vectorize (libm's expf
+ * is an opaque call; softmax spends most of its time here). Cody-Waite
+ * range reduction x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial for e^r
+ * (about 1 ulp), 2^n built in the exponent bits. Below -87.3 the result is
+ * 0 (no denormals); NaN passes through. The rounding uses the 1.5 * 2^23
+ * trick (plain arithmetic, so it vectorizes without SSE4.1 rounding). */
+static inline float sm_expf(float x) {
+  float xc = x > -87.3f ? x : -87.3f; /* also maps NaN to a finite value */
+  xc = xc < 88.3f ? xc : 88.3f;
+  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float q = 1.9875691500e-4f;
+  q = q * r + 1.3981999507e-3f;
+  q = q * r + 8.3334519073e-3f;
+  q = q * r + 4.1665795894e-2f;
+  q = q * r + 1.6666665459e-1f;
+  q = q * r + 5.0000001201e-1f;
+  float y = q * r * r + r + 1.0f;
+  union {
+    int32_t i;
+    float f;
+  } sc = {.i = ((int32_t)n + 127) << 23};
+  y *= sc.f;
+  y = x < -87.3f ? 0.0f : y;
+  return x != x ? x : y;
+}
+
+static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
+  char d[160];
+  kiln_dtype dt;
+  if (a[0].tag != OP_VAL_TENSOR)
+    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
+                      op_val_desc(&a[0], d, sizeof d));
+  if (a[1].tag != OP_VAL_INT)
+    return core_error(KILN_ERR_INVALID, "%s: dim must be an int, got %s", fn,
+                      op_val_desc(&a[1], d, sizeof d));
+  if (core_wrap_dim(fn, a[1].i, a[0].t->ndim) < 0) return -1;
+  if (a[2].tag == OP_VAL_INT) {
+    if (op_dtype_from_code(a[2].i, &dt) < 0) return -1;
+    if (!core_dtype_is_floating(dt))
+      return core_error(KILN_ERR_INVALID, "%s: dtype must be floating point, got %s", fn,
+                        kiln_dtype_name(dt));
+  } else if (a[2].tag != OP_VAL_NONE) {
+    return core_error(KILN_ERR_INVALID, "%s: dtype must be a ScalarType code or None, got %s",
+                      fn, op_val_desc(&a[2], d, sizeof d));
+  } else if (!core_dtype_is_floating(a[0].t->dtype)) {
+    return core_error(KILN_ERR_INVALID,
+                      "%s: expected a floating-point tensor (or a dtype argument), got %s", fn,
+                      core_tensor_desc(a[0].t, d, sizeof d));
+  } else {
+    dt = a[0].t->dtype;
+  }
+  op_meta_of(a[0].t, &o[0]);
+  o[0].dtype = dt;
+  return 1;
+}
+
+/* Row kernels (the dim is the last: contiguous rows of n) and column-block
+ * kernels (w neighbouring columns of stride `inner`, the dim has stride
+ * inner). Sums of exponentials accumulate in double. NaN anywhere in a row
+ * gives a NaN row, as in PyTorch. */
+#define DEF_SM(SUF, T, EXP)                                                       \
+  static void row_##SUF(const T *x, T *y, int64_t n, bool lg) {                   \
+    T mx = x[0];                                                                  \
+    int nan = 0;                                                                  \
+    _Pragma("omp simd reduction(max : mx) reduction(| : nan)")                    \
+    for (int64_t j = 0; j < n; j++) {                                             \
+      mx = x[j] > mx ? x[j] : mx;                                                 \
+      nan |= isnan(x[j]);                                                         \
+    }                                                                             \
+    if (nan) mx = NAN;                                                            \
+    double s = 0;                                                                 \
+    if (lg) {                                                                     \
+      _Pragma("omp simd reduction(+ : s)")                                        \
+      for (int64_t j = 0; j < n; j++) s += EXP(x[j] - mx);                        \
+      T ls = (T)log(s); /* (x - max) - log(s): exact first step */               \
+      for (int64_t j = 0; j < n; j++) y[j] = (x[j] - mx) - ls;                    \
+    } else {                                                                      \
+      _Pragma("omp simd reduction(+ : s)")                                        \
+      for (int64_t j = 0; j < n; j++) {                                           \
+        T e = EXP(x[j] - mx);                                                     \
+        y[j] = e;                                                                 \
+        s += e;                                                                   \
+      }                                                                           \
+      T inv = (T)(1.0 / s);                                                       \
+      for (int64_t j = 0; j < n; j++) y[j] *= inv;                                \
+    }                                                                             \
+  }                                                                               \
+  static void cols_##SUF(const T *x, T *y, int64_t n, int64_t inner, int64_t w,   \
+                         bool lg) {                                               \
+    T mx[SM_W];                                                                   \
+    double s[SM_W];                                                               \
+    for (int64_t k = 0; k < w; k++) mx[k] = x[k], s[k] = 0;                       \
+    for (int64_t j = 1; j < n; j++) {                                             \
+      const T *xj = x + j * inner;                                                \
+      _Pragma("omp simd")                                                         \
+      for (int64_t k = 0; k < w; k++) {                                           \
+        T v = xj[k];                                                              \
+        mx[k] = (v > mx[k]) | (v != v) ? v : mx[k];                               \
+      }                                                                           \
+    }                                                                             \
+    for (int64_t j = 0; j < n; j++) {                                             \
+      const T *xj = x + j * inner;                                                \
+      T *yj = y + j * inner;                                                      \
+      if (lg) {                                                                   \
+        _Pragma("omp simd")                                                       \
+        for (int64_t k = 0; k < w; k++) s[k] += EXP(xj[k] - mx[k]);               \
+      } else {                                                                    \
+        _Pragma("omp simd")                                                       \
+        for (int64_t k = 0; k < w; k++) {                                         \
+          T e = EXP(xj[k] - mx[k]);                                               \
+          yj[k] = e;                                                              \
+          s[k] += e;                                                              \
+        }                                                                         \
+      }                                                                           \
+    }                                                                             \
+    T f[SM_W];                                                                    \
+    for (int64_t k = 0; k < w; k++) f[k] = (T)(lg ? log(s[k]) : 1.0 / s[k]);      \
+    for (int64_t j = 0; j < n; j++) {                                             \
+      const T *xj = x + j * inner;                                                \
+      T *yj = y + j * inner;                                                      \
+      if (lg) {                                                                   \
+        _Pragma("omp simd")                                                       \
+        for (int64_t k = 0; k < w; k++) yj[k] = (xj[k] - mx[k]) - f[k];           \
+      } else {                                                                    \
+        _Pragma("omp simd")                                                       \
+        for (int64_t k = 0; k < w; k++) yj[k] *= f[k];                            \
+      }                                                                           \
+    }                                                                             \
+  }
+
+DEF_SM(f32, float, sm_expf)
+DEF_SM(f64, double, exp)
+
+static int sm_cpu(const op_val *a, kiln_tensor *out, bool lg) {
+  const kiln_tensor *x = a[0].t;
+  kiln_tensor *tmp = NULL;
+  int dim = core_wrap_dim("", a[1].i, x->ndim);
+  if (x->dtype != out->dtype || !core_is_contiguous(x)) {
+    /* one contiguous copy in the compute dtype keeps the kernels simple */
+    tmp = core_tensor_new(x->ndim, x->shape, out->dtype);
+    if (!tmp) return KILN_ERR_NOMEM;
+    op_copy_into(tmp, x);
+    x = tmp;
+  }
+  int64_t outer = 1, n = x->ndim ? x->shape[dim] : 1, inner = 1;
+  for (int d = 0; d < x->ndim; d++) {
+    if (d < dim) outer *= x->shape[d];
+    if (d > dim) inner *= x->shape[d];
+  }
+  const char *xp = core_data(x);
+  char *yp = core_data(out);
+  int64_t es = (int64_t)kiln_dtype_size(out->dtype), total = outer * n * inner;
+  bool f32 = out->dtype == KILN_DTYPE_F32;
+  if (total == 0) goto done;
+  if (inner == 1) {
+#pragma omp parallel for schedule(static) if (total >= OP_PARALLEL_MIN)
+    for (int64_t r = 0; r < outer; r++) {
+      int64_t off = r * n * es;
+      if (f32) row_f32((const float *)(xp + off), (float *)(yp + off), n, lg);
+      else row_f64((const double *)(xp + off), (double *)(yp + off), n, lg);
+    }
+  } else {
+    int64_t nb = (inner + SM_W - 1) / SM_W;
+#pragma omp parallel for schedule(static) if (total >= OP_PARALLEL_MIN)
+    for (int64_t it = 0; it < outer * nb; it++) {
+      int64_t r = it / nb, k0 = it % nb * SM_W, w = inner - k0 < SM_W ? inner - k0 : SM_W;
+      int64_t off = (r * n * inner + k0) * es;
+      if (f32) cols_f32((const float *)(xp + off), (float *)(yp + off), n, inner, w, lg);
+      else cols_f64((const double *)(xp + off), (double *)(yp + off), n, inner, w, lg);
+    }
+  }
+done:
+  kiln_release(tmp);
+  return 0;
+}
+
+/* The gradient in the input's dtype (a dtype argument may have changed it). */
+static kiln_tensor *in_dtype(kiln_tensor *r, const op_grad_ctx *g) {
+  kiln_dtype dt = g->args[0].t->dtype;
+  return r && r->dtype != dt ? kiln_to_dtype(r, dt) : r;
+}
+
+int op_softmax_infer(const op_val *a, int n, op_meta *o, int m) {
+  return sm_infer("aten::softmax", a, o);
+}
+int op_softmax_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  return sm_cpu(a, o[0], false);
+}
+/* dx = y * (g - sum(g * y, dim)) */
+int op_softmax_grad(op_grad_ctx *g) {
+  kiln_tensor *y = g->outs[0], *go = g->grads[0];
+  if (!g->needs[0] || !go) return 0;
+  int64_t dim = g->args[1].i;
+  kiln_tensor *s = kiln_sum(kiln_mul(go, y), &dim, 1, true);
+  g->grad_in[0] = in_dtype(kiln_mul(y, kiln_sub(go, s)), g);
+  return g->grad_in[0] ? 0 : -1;
+}
+
+int op_log_softmax_infer(const op_val *a, int n, op_meta *o, int m) {
+  return sm_infer("aten::log_softmax", a, o);
+}
+int op_log_softmax_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  return sm_cpu(a, o[0], true);
+}
+/* dx = g - exp(y) * sum(g, dim) */
+int op_log_softmax_grad(op_grad_ctx *g) {
+  kiln_tensor *y = g->outs[0], *go = g->grads[0];
+  if (!g->needs[0] || !go) return 0;
+  int64_t dim = g->args[1].i;
+  kiln_tensor *s = kiln_sum(go, &dim, 1, true);
+  g->grad_in[0] = in_dtype(kiln_sub(go, kiln_mul(kiln_exp(y), s)), g);
+  return g->grad_in[0] ? 0 : -1;
+}
+
+/* ---- public API ------------------------------------------------------------------ */
 
 kiln_tensor *kiln_softmax(kiln_tensor *t, int dim) {
   return op_call1(KILN_OP_SOFTMAX, (op_val[]){OPV_T(t), OPV_I(dim), OPV_NONE}, 3);

@@ -81,3 +81,20 @@ TEST(arith_large_parallel_matches_serial) {
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+/* Regression: strided, broadcast and one-element int64 operands were
+ * converted through double, losing everything past 53 bits. */
+TEST(arith_int64_exact_through_strides_and_scalars) {
+  kiln_scope_begin();
+  int64_t big = (int64_t)1 << 60, v[4] = {big + 1, 2, big + 3, 4};
+  int64_t sh[2] = {2, 2};
+  kiln_tensor *a = kiln_from_data(v, 2, sh, KILN_DTYPE_I64);
+  kiln_tensor *t = kiln_t(a); /* strided */
+  kiln_tensor *one = kiln_from_data((int64_t[]){big + 7}, 0, NULL, KILN_DTYPE_I64);
+  kiln_tensor *r = kiln_add(t, one);
+  const int64_t *d = kiln_tensor_data(r);
+  CHECK(d[0] == big + 1 + big + 7);
+  CHECK(d[1] == big + 3 + big + 7);
+  CHECK(d[2] == 2 + big + 7);
+  kiln_scope_end();
+}

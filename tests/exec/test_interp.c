@@ -1,0 +1,109 @@
+/* tests/exec/test_interp.c: the interpreter on hand-written graphs: ops,
+ * If, Loop with carried values, int arithmetic, lists, autograd through an
+ * interpreted graph, errors naming the node. */
+#include "exec/interp.h"
+#include "test.h"
+
+static const char *LOOP_IF =
+    "graph(%x.1 : Tensor,\n"
+    "      %n.1 : int,\n"
+    "      %flag.1 : bool):\n"
+    "  %3 : bool = prim::Constant[value=1]()\n"
+    "  %4 : int = prim::Constant[value=1]()\n"
+    "  %y : Tensor = prim::Loop(%n.1, %3, %x.1)\n"
+    "    block0(%i : int, %acc.1 : Tensor):\n"
+    "      %acc.2 : Tensor = aten::add(%acc.1, %x.1, %4)\n"
+    "      -> (%3, %acc.2)\n"
+    "  %z : Tensor = prim::If(%flag.1)\n"
+    "    block0():\n"
+    "      %r1 : Tensor = aten::relu(%y)\n"
+    "      -> (%r1)\n"
+    "    block1():\n"
+    "      %r2 : Tensor = aten::neg(%y)\n"
+    "      -> (%r2)\n"
+    "  %k : int = aten::mul(%n.1, %n.1)\n"
+    "  return (%z, %k)\n";
+
+static kiln_function *fn_of(const char *text) {
+  kiln_graph *g = kiln_graph_parse(text, strlen(text));
+  CHECK_MSG(g != NULL, "parse: %s", kiln_last_error());
+  if (!g) return NULL;
+  kiln_function *f = kiln_function_new(g);
+  CHECK_MSG(f != NULL, "function: %s", kiln_last_error());
+  kiln_graph_free(g);
+  return f;
+}
+
+TEST(interp_loop_if_and_ints) {
+  kiln_scope_begin();
+  kiln_function *f = fn_of(LOOP_IF);
+  double xv[3] = {1, -2, 3};
+  int64_t n = 3;
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F64);
+  kiln_value in[3] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_INT, .i = 4},
+                      {.kind = KILN_VALUE_BOOL, .b = true}};
+  kiln_value out[4];
+  int k = f ? kiln_function_call(f, in, 3, out, 4) : -1;
+  CHECK_EQ_INT(k, 2);
+  if (k == 2) {
+    /* y = x * (1 + 4) ; relu */
+    CHECK_NEAR(core_get_flat(out[0].t, 0), 5, 0);
+    CHECK_NEAR(core_get_flat(out[0].t, 1), 0, 0);
+    CHECK_NEAR(core_get_flat(out[0].t, 2), 15, 0);
+    CHECK(out[1].kind == KILN_VALUE_INT && out[1].i == 16);
+  }
+  in[1].i = 0;
+  in[2].b = false;
+  k = f ? kiln_function_call(f, in, 3, out, 4) : -1;
+  CHECK_EQ_INT(k, 2);
+  if (k == 2) CHECK_NEAR(core_get_flat(out[0].t, 1), 2, 0); /* -x, no iterations */
+  kiln_function_free(f);
+  kiln_scope_end();
+}
+
+TEST(interp_autograd_through_graph) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %w : Tensor):\n"
+                            "  %2 : Tensor = aten::mm(%x, %w)\n"
+                            "  %3 : Tensor = aten::tanh(%2)\n"
+                            "  return (%3)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  int64_t sx[2] = {2, 3}, sw[2] = {3, 2};
+  kiln_generator *g = kiln_generator_new(1);
+  kiln_tensor *x = kiln_randn(2, sx, KILN_DTYPE_F64, g), *w = kiln_randn(2, sw, KILN_DTYPE_F64, g);
+  kiln_set_requires_grad(w, true);
+  kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_TENSOR, .t = w}};
+  kiln_value out[1];
+  CHECK(f && kiln_function_call(f, in, 2, out, 1) == 1);
+  CHECK(kiln_backward(kiln_sum(out[0].t, NULL, 0, false), NULL) == KILN_OK);
+  kiln_tensor *ge = NULL;
+  kiln_tensor *we = kiln_detach(w);
+  kiln_set_requires_grad(we, true);
+  kiln_tensor *ye = kiln_sum(kiln_tanh(kiln_mm(x, we)), NULL, 0, false);
+  CHECK(kiln_grad(&ye, NULL, 1, &we, 1, NULL, &ge) == KILN_OK);
+  for (int i = 0; i < 6; i++)
+    CHECK_NEAR(core_get_flat(kiln_tensor_grad(w), i), core_get_flat(ge, i), 1e-12);
+  kiln_function_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
+TEST(interp_errors_name_the_node) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %w : Tensor):\n"
+                            "  %2 : Tensor = aten::mm(%x, %w)\n"
+                            "  return (%2)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  int64_t sx[2] = {2, 3};
+  kiln_tensor *x = kiln_zeros(2, sx, KILN_DTYPE_F32);
+  kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_TENSOR, .t = x}};
+  kiln_value out[1];
+  CHECK(f && kiln_function_call(f, in, 2, out, 1) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::mm: shapes [2, 3] and [2, 3] cannot be multiplied");
+  CHECK(f && kiln_function_call(f, in, 1, out, 1) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "takes 2 inputs");
+  kiln_function_free(f);
+  kiln_scope_end();
+}

@@ -1,0 +1,218 @@
+/* tools/kiln.c: the `kiln` command: run IR graphs from files, print them,
+ * and (in later subcommands) train and benchmark. Uses the public API only. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "kiln.h"
+
+#define MAX_IO 64
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage:\n"
+          "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad] --out DIR\n"
+          "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
+          "  kiln ir GRAPH.ir\n");
+  return 2;
+}
+
+static int fail(const char *what) {
+  fprintf(stderr, "kiln: %s%s%s\n", what, kiln_last_error()[0] ? ": " : "", kiln_last_error());
+  return 1;
+}
+
+static int cmd_ir(int argc, char **argv) {
+  if (argc != 1) return usage();
+  kiln_graph *g = kiln_graph_load(argv[0]);
+  if (!g) return fail("cannot load the graph");
+  char *text = kiln_graph_print(g);
+  if (!text) {
+    kiln_graph_free(g);
+    return fail("cannot print the graph");
+  }
+  fputs(text, stdout);
+  kiln_free(text);
+  kiln_graph_free(g);
+  return 0;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* A literal scalar, else a .npy file. */
+static int parse_input(const char *arg, kiln_value *v) {
+  char *end;
+  if (strcmp(arg, "true") == 0 || strcmp(arg, "false") == 0) {
+    *v = (kiln_value){.kind = KILN_VALUE_BOOL, .b = arg[0] == 't'};
+    return 0;
+  }
+  if (!ends_with(arg, ".npy")) {
+    errno = 0;
+    long long i = strtoll(arg, &end, 10);
+    if (*arg && !*end && errno == 0) {
+      *v = (kiln_value){.kind = KILN_VALUE_INT, .i = i};
+      return 0;
+    }
+    double d = strtod(arg, &end);
+    if (*arg && !*end) {
+      *v = (kiln_value){.kind = KILN_VALUE_FLOAT, .f = d};
+      return 0;
+    }
+  }
+  kiln_tensor *t = kiln_npy_load(arg);
+  if (!t) return -1;
+  *v = (kiln_value){.kind = KILN_VALUE_TENSOR, .t = t};
+  return 0;
+}
+
+static int save_value(const char *dir, const char *stem, int k, const kiln_value *v) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s%d.npy", dir, stem, k);
+  kiln_tensor *t = NULL;
+  switch (v->kind) {
+  case KILN_VALUE_TENSOR: t = v->t; break;
+  case KILN_VALUE_INT: t = kiln_scalar((double)v->i, KILN_DTYPE_I64); break;
+  case KILN_VALUE_FLOAT: t = kiln_scalar(v->f, KILN_DTYPE_F64); break;
+  case KILN_VALUE_BOOL: t = kiln_scalar(v->b, KILN_DTYPE_BOOL); break;
+  default: fprintf(stderr, "kiln: output %d is None; writing nothing for it\n", k); return 0;
+  }
+  if (v->kind == KILN_VALUE_INT) *(int64_t *)kiln_tensor_data(t) = v->i; /* exact */
+  return kiln_npy_save(path, t) < 0 ? -1 : 0;
+}
+
+static int parse_index_list(const char *s, int *idx, int max) {
+  int n = 0;
+  while (*s) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0 || n == max) return -1;
+    idx[n++] = (int)v;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -1;
+  }
+  return n;
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *graph_path = NULL, *out_dir = NULL;
+  const char *inputs_arg[MAX_IO];
+  int n_in = 0, runs = 1, rg[MAX_IO], n_rg = 0, rc = 1;
+  bool want_grad = false;
+  for (int i = 0; i < argc; i++) {
+    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[++i];
+    else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--grad") == 0) want_grad = true;
+    else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
+      n_rg = parse_index_list(argv[++i], rg, MAX_IO);
+      if (n_rg < 0) {
+        fprintf(stderr, "kiln: --requires-grad: expected indices like 0,2\n");
+        return 2;
+      }
+    } else if (strncmp(argv[i], "--", 2) == 0) {
+      fprintf(stderr, "kiln: unknown option %s\n", argv[i]);
+      return usage();
+    } else if (!graph_path) graph_path = argv[i];
+    else if (n_in < MAX_IO) inputs_arg[n_in++] = argv[i];
+  }
+  if (!graph_path || !out_dir || runs < 1) return usage();
+  if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
+    fprintf(stderr, "kiln: cannot create %s: %s\n", out_dir, strerror(errno));
+    return 1;
+  }
+  kiln_scope_begin();
+  kiln_graph *g = kiln_graph_load(graph_path);
+  kiln_function *f = NULL;
+  kiln_value in[MAX_IO], out[MAX_IO];
+  int n_out = 0;
+  if (!g) {
+    rc = fail("cannot load the graph");
+    goto done;
+  }
+  if (kiln_graph_n_inputs(g) != n_in) {
+    fprintf(stderr, "kiln: %s takes %d inputs, %d given\n", graph_path, kiln_graph_n_inputs(g), n_in);
+    goto done;
+  }
+  for (int i = 0; i < n_in; i++)
+    if (parse_input(inputs_arg[i], &in[i]) < 0) {
+      rc = fail("bad input");
+      goto done;
+    }
+  for (int k = 0; k < n_rg; k++) {
+    if (rg[k] >= n_in || in[rg[k]].kind != KILN_VALUE_TENSOR) {
+      fprintf(stderr, "kiln: --requires-grad %d: not a tensor input\n", rg[k]);
+      goto done;
+    }
+    if (kiln_set_requires_grad(in[rg[k]].t, true) < 0) {
+      rc = fail("--requires-grad");
+      goto done;
+    }
+  }
+  f = kiln_function_new(g);
+  if (!f) {
+    rc = fail("cannot build the function");
+    goto done;
+  }
+  for (int r = 0; r < runs; r++) {
+    n_out = kiln_function_call(f, in, n_in, out, MAX_IO);
+    if (n_out < 0) {
+      rc = fail("run failed");
+      goto done;
+    }
+  }
+  for (int k = 0; k < n_out; k++)
+    if (save_value(out_dir, "out", k, &out[k]) < 0) {
+      rc = fail("cannot write an output");
+      goto done;
+    }
+  if (want_grad && n_rg > 0) {
+    kiln_tensor *roots[MAX_IO], *seeds[MAX_IO];
+    int n_roots = 0;
+    for (int k = 0; k < n_out; k++) {
+      kiln_tensor *t = out[k].kind == KILN_VALUE_TENSOR ? out[k].t : NULL;
+      if (!t || !kiln_requires_grad(t)) continue;
+      roots[n_roots] = t;
+      seeds[n_roots++] = kiln_ones(kiln_tensor_ndim(t), kiln_tensor_shape(t), kiln_tensor_dtype(t));
+    }
+    if (n_roots && kiln_backward_ex(roots, seeds, n_roots, NULL) < 0) {
+      rc = fail("backward failed");
+      goto done;
+    }
+    for (int k = 0; k < n_rg; k++) {
+      kiln_tensor *x = in[rg[k]].t, *gx = kiln_tensor_grad(x);
+      kiln_value v = {.kind = KILN_VALUE_TENSOR,
+                      .t = gx ? gx : kiln_zeros(kiln_tensor_ndim(x), kiln_tensor_shape(x),
+                                                kiln_tensor_dtype(x))};
+      if (save_value(out_dir, "grad", rg[k], &v) < 0) {
+        rc = fail("cannot write a gradient");
+        goto done;
+      }
+    }
+  }
+  rc = 0;
+done:
+  for (int i = 0; i < n_in; i++)
+    if (i < n_in && in[i].kind == KILN_VALUE_TENSOR && rc != 2) {
+      /* inputs came from kiln_npy_load inside the scope: released with it */
+    }
+  kiln_function_free(f);
+  kiln_graph_free(g);
+  kiln_scope_end();
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) return usage();
+  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
+  if (strcmp(argv[1], "ir") == 0) return cmd_ir(argc - 2, argv + 2);
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
+    usage();
+    return 0;
+  }
+  fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
+  return usage();
+}
