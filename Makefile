@@ -89,7 +89,7 @@ uninstall:
 clean:
 	rm -rf build build-san
 
--include $(shell find build build-san -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 deps-test:
 	@sh scripts/deps.sh --test

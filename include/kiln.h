@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -490,15 +491,440 @@ typedef struct kiln_value {
 
 typedef struct kiln_function kiln_function;
 
+/* The profiling executor's knobs (kiln_function_options_default fills
+ * them). Calls 1..profiling_runs run the graph with prim::profile nodes
+ * recording dtypes, shapes and requires_grad; the next call optimizes once:
+ * specializes types, groups differentiable nodes into DifferentiableGraphs
+ * guarded by RequiresGradCheck with a fallback function (an executor of its
+ * own, bailout_depth one lower; at depth 0 it just interprets),
+ * differentiates them, and cleans up. */
+typedef struct kiln_function_options {
+  int profiling_runs;    /* default 1 */
+  int bailout_depth;     /* default 20 */
+  int min_subgraph_size; /* default 2: op nodes per DifferentiableGraph */
+  bool fusion;           /* default true */
+} kiln_function_options;
+
+KILN_API void kiln_function_options_default(kiln_function_options *o);
+
 /* A function over a copy of g (g may be freed afterwards). NULL if the
  * graph cannot run (an unsupported node kind), with the error set. */
 KILN_API kiln_function *kiln_function_new(const kiln_graph *g);
+/* The same with options (NULL = defaults). */
+KILN_API kiln_function *kiln_function_new_ex(const kiln_graph *g, const kiln_function_options *o);
+
+/* Counters of a function summed with those of its fallback functions. */
+typedef struct kiln_function_stats {
+  int64_t profiling_runs;  /* calls that ran the profiling graph */
+  int64_t optimizations;   /* optimized plans built */
+  int64_t guard_passes;    /* requires-grad guards that passed */
+  int64_t guard_failures;  /* ... that failed (reasons below) */
+  int64_t fallback_calls;  /* calls into fallback functions */
+  int bailout_depth_reached; /* deepest fallback level used (0 = none) */
+} kiln_function_stats;
+
+KILN_API void kiln_function_get_stats(const kiln_function *f, kiln_function_stats *s);
+/* Why guards failed, oldest first ("DifferentiableGraph_0: input 1
+ * requires grad, assumed not"). Borrowed; valid while f lives. */
+KILN_API int kiln_function_n_guard_failure_reasons(const kiln_function *f);
+KILN_API const char *kiln_function_guard_failure_reason(const kiln_function *f, int i);
+/* The optimized graph of the last call that ran one (TorchScript-style
+ * text with each DifferentiableGraph's forward and backward graphs and the
+ * fallback graphs), or NULL if no call has been optimized. malloc'd. */
+KILN_API char *kiln_function_last_optimized_graph(const kiln_function *f);
+/* The stats as JSON: profiling_runs, optimizations, guard_passes,
+ * guard_failures, fallback_calls, guard_failure_reasons, optimized_graph.
+ * malloc'd. */
+KILN_API char *kiln_function_stats_json(const kiln_function *f);
 KILN_API void kiln_function_free(kiln_function *f);
 /* Calls f. Writes the outputs (a tuple output is flattened in order) into
  * outputs and returns their count, or a negative status (wrong number of
  * inputs, a kernel error: the message names the node). */
 KILN_API int kiln_function_call(kiln_function *f, const kiln_value *inputs, int n_inputs,
                                 kiln_value *outputs, int max_outputs);
+
+/* ===================================================================== */
+/* nn: modules, layers, initialisation                                    */
+/* ===================================================================== */
+/* A module owns named parameters (leaf tensors that require grad) and the
+ * layers built on them; it lists, saves and loads them by name. Layers are
+ * handles owned by their module; their forward is ordinary ops, so it runs
+ * eagerly, records lazily, or is differentiated like any other code.
+ *
+ *   kiln_generator *gen = kiln_generator_new(0);
+ *   kiln_nn_module *m = kiln_nn_module_new();
+ *   kiln_nn_layer *fc = kiln_nn_linear_new(m, "fc", 784, 10, true, gen);
+ *   kiln_tensor *logits = kiln_nn_forward(fc, x);   // x [B, 784]
+ *   ...
+ *   kiln_nn_module_free(m);                          // frees fc too
+ *
+ * Parameter names follow PyTorch's state_dict ("fc.weight", "fc.bias",
+ * "lstm.weight_ih_l0"), and so do the default initialisations. */
+
+typedef struct kiln_nn_module kiln_nn_module;
+typedef struct kiln_nn_layer kiln_nn_layer;
+
+/* An empty module (no parameters, no forward). NULL on OOM. */
+KILN_API kiln_nn_module *kiln_nn_module_new(void);
+/* Frees m, its layers and its references to its parameters. NULL is a no-op. */
+KILN_API void kiln_nn_module_free(kiln_nn_module *m);
+/* Adds parameter t under name (copied; must be new to m): retains t and
+ * marks it as requiring grad. KILN_ERR_INVALID for a duplicate or empty
+ * name or a non-floating t. */
+KILN_API kiln_status kiln_nn_module_add_param(kiln_nn_module *m, const char *name,
+                                              kiln_tensor *t);
+/* Parameters in the order they were added. Names and tensors are BORROWED
+ * (valid while m lives; a tensor until kiln_nn_module_to_lazy). NULL for
+ * an index out of range or an unknown name. */
+KILN_API int kiln_nn_module_n_params(const kiln_nn_module *m);
+KILN_API const char *kiln_nn_module_param_name(const kiln_nn_module *m, int i);
+KILN_API kiln_tensor *kiln_nn_module_param(const kiln_nn_module *m, int i);
+KILN_API kiln_tensor *kiln_nn_module_find_param(const kiln_nn_module *m, const char *name);
+/* Total number of parameter elements. */
+KILN_API int64_t kiln_nn_module_numel(const kiln_nn_module *m);
+/* Replaces every parameter by a LAZY copy (device data, requires grad, the
+ * same name; layers follow). Grads are dropped. No-op when already lazy. */
+KILN_API kiln_status kiln_nn_module_to_lazy(kiln_nn_module *m);
+/* Training mode (default true): dropout is active only in training. */
+KILN_API void kiln_nn_module_set_training(kiln_nn_module *m, bool training);
+KILN_API bool kiln_nn_module_is_training(const kiln_nn_module *m);
+
+/* Layers. Each adds its parameters to m under "<name>.<param>" and returns
+ * a handle owned by m, or NULL (bad sizes, duplicate name, OOM). gen draws
+ * the initial values (NULL = the default generator). */
+/* y = x W^T + b; weight [out, in] and bias [out] ~ U(-1/sqrt(in), 1/sqrt(in))
+ * (PyTorch's nn.Linear: Kaiming uniform with a = sqrt(5)). */
+KILN_API kiln_nn_layer *kiln_nn_linear_new(kiln_nn_module *m, const char *name, int64_t in,
+                                           int64_t out, bool bias, kiln_generator *gen);
+/* NCHW convolution; weight [out_ch, in_ch, k, k], bias [out_ch], both
+ * U(-1/sqrt(in_ch*k*k), +...). */
+KILN_API kiln_nn_layer *kiln_nn_conv2d_new(kiln_nn_module *m, const char *name, int64_t in_ch,
+                                           int64_t out_ch, int64_t kernel, int64_t stride,
+                                           int64_t padding, kiln_generator *gen);
+/* Lookup table weight [n, dim] ~ N(0, 1); the input holds int64 indices. */
+KILN_API kiln_nn_layer *kiln_nn_embedding_new(kiln_nn_module *m, const char *name, int64_t n,
+                                              int64_t dim, kiln_generator *gen);
+/* Normalises over the last dim (size dim): weight 1, bias 0. */
+KILN_API kiln_nn_layer *kiln_nn_layer_norm_new(kiln_nn_module *m, const char *name,
+                                               int64_t dim, double eps);
+/* Dropout with probability p (no parameters); uses gen while m is training. */
+KILN_API kiln_nn_layer *kiln_nn_dropout_new(kiln_nn_module *m, const char *name, double p,
+                                            kiln_generator *gen);
+/* One-layer LSTM, batch first: weight_ih_l0 [4H, I], weight_hh_l0 [4H, H],
+ * bias_ih_l0 and bias_hh_l0 [4H], all U(-1/sqrt(H), 1/sqrt(H)); gates in
+ * PyTorch's order (input, forget, cell, output). */
+KILN_API kiln_nn_layer *kiln_nn_lstm_new(kiln_nn_module *m, const char *name, int64_t input,
+                                         int64_t hidden, kiln_generator *gen);
+/* Runs a layer on x: a new reference, or NULL with the error set. For an
+ * LSTM, x is [B, T, I] and the result is the last hidden state [B, H]. */
+KILN_API kiln_tensor *kiln_nn_forward(kiln_nn_layer *l, kiln_tensor *x);
+/* LSTM over time: x [B, T, I]; h0, c0 [B, H] or NULL for zeros. Returns the
+ * hidden states [B, T, H] and, when h_out / c_out are not NULL, the final
+ * states there (new references). */
+KILN_API kiln_tensor *kiln_nn_lstm_forward(kiln_nn_layer *l, kiln_tensor *x, kiln_tensor *h0,
+                                           kiln_tensor *c0, kiln_tensor **h_out,
+                                           kiln_tensor **c_out);
+
+/* The same as functions of explicit tensors. One LSTM step: gates =
+ * x W_ih^T + b_ih + h W_hh^T + b_hh (either bias may be NULL);
+ * c' = sigmoid(f) c + sigmoid(i) tanh(g); h' = sigmoid(o) tanh(c'). Writes
+ * new references into *h_new and *c_new. */
+KILN_API kiln_status kiln_nn_lstm_cell(kiln_tensor *x, kiln_tensor *h, kiln_tensor *c,
+                                       kiln_tensor *w_ih, kiln_tensor *w_hh, kiln_tensor *b_ih,
+                                       kiln_tensor *b_hh, kiln_tensor **h_new,
+                                       kiln_tensor **c_new);
+/* (x - mean) / sqrt(var + eps) * weight + bias over the last n_dims dims
+ * (biased variance, as torch.nn.functional.layer_norm); weight and bias
+ * may be NULL. Composed from reductions and elementwise ops. */
+KILN_API kiln_tensor *kiln_nn_layer_norm(kiln_tensor *x, int n_dims, kiln_tensor *weight,
+                                         kiln_tensor *bias, double eps);
+
+/* In-place initialisation of a CPU floating tensor (under no_grad). fan_in
+ * is size(1) * the product of dims 2.. (the receptive field), fan_out is
+ * size(0) * the same. kaiming: bound = sqrt(6 / ((1 + a^2) fan_in));
+ * xavier: bound = gain * sqrt(6 / (fan_in + fan_out)). KILN_ERR_INVALID for
+ * fewer than 2 dims (kaiming, xavier) or a non-floating or lazy tensor. */
+KILN_API kiln_status kiln_nn_init_uniform_(kiln_tensor *t, double lo, double hi,
+                                           kiln_generator *gen);
+KILN_API kiln_status kiln_nn_init_kaiming_uniform_(kiln_tensor *t, double a,
+                                                   kiln_generator *gen);
+KILN_API kiln_status kiln_nn_init_xavier_uniform_(kiln_tensor *t, double gain,
+                                                  kiln_generator *gen);
+
+/* Models for 28x28 images in 10 classes (Fashion-MNIST):
+ *   "mlp"  784-256-256-10 with ReLU (fc1, fc2, fc3);
+ *   "cnn"  conv1 1->16 5x5, ReLU, max-pool 2; conv2 16->32 5x5, ReLU,
+ *          max-pool 2; fc1 512->128, ReLU; fc2 128->10;
+ *   "lstm" an LSTM (lstm, hidden 128) reading the 28 rows of 28 pixels,
+ *          then fc 128->10 on the last hidden state.
+ * A new module with a forward, initialised from gen; NULL with the error
+ * set for an unknown arch. */
+KILN_API kiln_nn_module *kiln_nn_model_new(const char *arch, kiln_generator *gen);
+/* The module's arch ("mlp", ...) or NULL for a module built by hand. */
+KILN_API const char *kiln_nn_module_arch(const kiln_nn_module *m);
+/* The model's logits [B, 10] for images x [B, 1, 28, 28] (float32). NULL
+ * with the error set for a module without a forward. */
+KILN_API kiln_tensor *kiln_nn_module_forward(kiln_nn_module *m, kiln_tensor *x);
+/* The forward as TorchScript IR text (the format torch.jit.script prints),
+ * for kiln_graph_parse. Inputs: the model input (mlp: x [B, 784]; cnn: x
+ * [B, 1, 28, 28]; lstm: x [B, 28, 28], h0 and c0 [B, 128]), then the
+ * parameters in module order; one output, the logits. Static string, or
+ * NULL for an unknown arch. */
+KILN_API const char *kiln_nn_model_ir(const char *arch);
+
+/* ===================================================================== */
+/* nn: optimizers and learning-rate schedules                             */
+/* ===================================================================== */
+/* An optimizer updates a module's parameters from their .grad with
+ * ordinary tensor ops and kiln_copy_ under no_grad, so on lazy parameters
+ * the whole step is recorded into the step's graph. Hyper-parameters that
+ * change (lr, Adam's bias corrections) enter as Scalars: on lazy tensors
+ * they are device data, so changing them never recompiles. State buffers
+ * start as zeros, so every step builds the same graph. */
+
+typedef struct kiln_optim kiln_optim;
+
+typedef enum kiln_optim_kind {
+  KILN_OPTIM_SGD = 0,
+  KILN_OPTIM_ADAM = 1,
+  KILN_OPTIM_ADAMW = 2
+} kiln_optim_kind;
+
+/* Zero-initialise, set kind and lr; zeros mean PyTorch's defaults. */
+typedef struct kiln_optim_opts {
+  kiln_optim_kind kind;
+  double lr;
+  double momentum;       /* SGD: 0 = plain SGD (no buffer) */
+  bool nesterov;         /* SGD: needs momentum > 0 */
+  double weight_decay;   /* SGD, Adam: added to the gradient; AdamW: decoupled */
+  double beta1, beta2;   /* Adam(W): 0 = 0.9 and 0.999 */
+  double eps;            /* Adam(W): 0 = 1e-8 */
+} kiln_optim_opts;
+
+/* An optimizer over every parameter of m (m must outlive it; parameters
+ * are read from m at each step, so kiln_nn_module_to_lazy is followed).
+ * State buffers (momentum_buffer, exp_avg, exp_avg_sq) are zeros on the
+ * parameters' device. NULL with the error set for bad options. */
+KILN_API kiln_optim *kiln_optim_new(kiln_nn_module *m, const kiln_optim_opts *opts);
+KILN_API void kiln_optim_free(kiln_optim *o);
+/* One update of every parameter that has a .grad (others are skipped, as
+ * PyTorch does); counts a step. Fails if a parameter's grad has the wrong
+ * shape. */
+KILN_API kiln_status kiln_optim_step(kiln_optim *o);
+/* Sets every parameter's .grad to none (PyTorch 2's default). */
+KILN_API kiln_status kiln_optim_zero_grad(kiln_optim *o);
+KILN_API void kiln_optim_set_lr(kiln_optim *o, double lr);
+KILN_API double kiln_optim_lr(const kiln_optim *o);
+/* Steps taken (Adam's t); settable for resuming. */
+KILN_API int64_t kiln_optim_steps(const kiln_optim *o);
+KILN_API void kiln_optim_set_steps(kiln_optim *o, int64_t steps);
+/* "sgd", "adam" or "adamw". */
+KILN_API const char *kiln_optim_name(const kiln_optim *o);
+/* State tensors, named "<param>.<buffer>" ("fc1.weight.exp_avg"). BORROWED,
+ * valid until the next kiln_optim_to_lazy or kiln_optim_free. */
+KILN_API int kiln_optim_n_state(const kiln_optim *o);
+KILN_API const char *kiln_optim_state_name(const kiln_optim *o, int i);
+KILN_API kiln_tensor *kiln_optim_state(const kiln_optim *o, int i);
+/* Moves the state buffers to the LAZY device (after kiln_nn_module_to_lazy). */
+KILN_API kiln_status kiln_optim_to_lazy(kiln_optim *o);
+
+/* Schedules: the learning rate for epoch (or step) t. step: base *
+ * gamma^floor(t / step_size) (StepLR); cosine: eta_min + (base - eta_min)
+ * (1 + cos(pi t / t_max)) / 2 (CosineAnnealingLR, t clamped to t_max). */
+KILN_API double kiln_optim_lr_step(double base, int64_t t, int64_t step_size, double gamma);
+KILN_API double kiln_optim_lr_cosine(double base, double eta_min, int64_t t, int64_t t_max);
+
+/* ===================================================================== */
+/* nn: data (IDX files, MNIST-format data sets, batches)                  */
+/* ===================================================================== */
+
+/* Reads an IDX file (LeCun's format: big-endian magic 00 00 TT DD, DD
+ * big-endian u32 sizes, C-order data), gzipped or not, as a tensor of
+ * dtype dt (values converted). Checks the magic, type code, dims, and that
+ * the data is exactly as long as the sizes say. NULL with a message naming
+ * the file and what is wrong (KILN_ERR_IO, _FORMAT). */
+KILN_API kiln_tensor *kiln_data_idx_load(const char *path, kiln_dtype dt);
+
+/* An image classification data set held as bytes: N images of H x W
+ * pixels (uint8) and N labels in [0, 10). */
+typedef struct kiln_data kiln_data;
+
+/* Loads "<dir>/train-images-idx3-ubyte.gz" and "train-labels-idx1-ubyte.gz"
+ * (train) or the "t10k-" pair (test), each also without ".gz". Checks that
+ * images are u8 with 3 dims, labels u8 with 1 dim, the counts match and
+ * every label is <= 9. NULL with a message naming the file. Normalisation
+ * defaults to Fashion-MNIST's mean 0.2860 and std 0.3530. */
+KILN_API kiln_data *kiln_data_mnist_load(const char *dir, bool train);
+/* The directory of Debian's dataset-fashion-mnist package. */
+KILN_API const char *kiln_data_default_dir(void);
+KILN_API void kiln_data_free(kiln_data *d);
+KILN_API int64_t kiln_data_size(const kiln_data *d);
+/* Pixels become (p / 255 - mean) / std. */
+KILN_API kiln_status kiln_data_set_normalization(kiln_data *d, double mean, double std);
+/* Keeps only the first n samples (n <= size). */
+KILN_API kiln_status kiln_data_truncate(kiln_data *d, int64_t n);
+/* Samples idx[0..n) as x [n, 1, H, W] float32 (normalised) and y [n]
+ * int64: new references. */
+KILN_API kiln_status kiln_data_get(const kiln_data *d, const int64_t *idx, int64_t n,
+                                   kiln_tensor **x, kiln_tensor **y);
+
+/* Batches over a data set (which must outlive the loader), in order or in
+ * a seeded shuffled order; the last batch holds the remainder unless
+ * drop_last. */
+typedef struct kiln_data_loader kiln_data_loader;
+KILN_API kiln_data_loader *kiln_data_loader_new(const kiln_data *d, int64_t batch,
+                                                bool drop_last);
+KILN_API void kiln_data_loader_free(kiln_data_loader *l);
+KILN_API int64_t kiln_data_loader_n_batches(const kiln_data_loader *l);
+/* Draws a new order (Fisher-Yates with gen), as a new epoch does;
+ * without calling it the order is 0..N-1. */
+KILN_API void kiln_data_loader_shuffle(kiln_data_loader *l, kiln_generator *gen);
+/* Batch i of the current order as kiln_data_get returns it. */
+KILN_API kiln_status kiln_data_loader_batch(const kiln_data_loader *l, int64_t i,
+                                            kiln_tensor **x, kiln_tensor **y);
+
+/* ===================================================================== */
+/* nn: safetensors files and checkpoints                                  */
+/* ===================================================================== */
+/* safetensors (huggingface's format): a little-endian u64 N, N bytes of
+ * JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
+ * ..., "__metadata__": {"key": "value"}}, then the data, row-major
+ * little-endian. Dtypes F32, F64, I64 and BOOL are read and written.
+ *
+ * The loader follows the reference implementation's rules, each with its
+ * own message naming the file (and the tensor): file shorter than 8 bytes,
+ * header over 100 MB or past the end of the file, header not UTF-8 or not
+ * a JSON object, a duplicate key, an entry that is not {dtype, shape,
+ * data_offsets}, an unknown dtype, negative or non-integer sizes or
+ * offsets, a shape whose byte size overflows, offsets that do not match
+ * the shape's size, gaps or overlaps between tensors (sorted by offset, the
+ * first must start at 0), and a data section longer than the tensors. */
+
+typedef struct kiln_safetensors kiln_safetensors;
+
+/* Reads and validates a whole file. NULL with the error set
+ * (KILN_ERR_IO, _FORMAT, _UNSUPPORTED). */
+KILN_API kiln_safetensors *kiln_safetensors_load(const char *path);
+/* The same from n bytes in memory; name is used in messages. */
+KILN_API kiln_safetensors *kiln_safetensors_load_buffer(const void *buf, size_t n,
+                                                        const char *name);
+KILN_API void kiln_safetensors_free(kiln_safetensors *st);
+/* Tensors in file order (by offset). Names and tensors BORROWED (valid
+ * until kiln_safetensors_free); find returns NULL for an unknown name. */
+KILN_API int kiln_safetensors_n_tensors(const kiln_safetensors *st);
+KILN_API const char *kiln_safetensors_name(const kiln_safetensors *st, int i);
+KILN_API kiln_tensor *kiln_safetensors_tensor(const kiln_safetensors *st, int i);
+KILN_API kiln_tensor *kiln_safetensors_find(const kiln_safetensors *st, const char *name);
+/* A __metadata__ value (borrowed), or NULL. */
+KILN_API const char *kiln_safetensors_metadata(const kiln_safetensors *st, const char *key);
+/* Writes n named tensors (CPU or lazy; lazy ones are synced) and n_meta
+ * metadata pairs. Crash-safe: writes "<path>.tmp.<pid>.<k>" beside path,
+ * checks every write, fsyncs, renames it over path and fsyncs the
+ * directory; on any failure the temp file is removed and path keeps its
+ * old content. */
+KILN_API kiln_status kiln_safetensors_save(const char *path, int n, const char *const *names,
+                                           kiln_tensor *const *ts, int n_meta,
+                                           const char *const *keys,
+                                           const char *const *values);
+
+/* A checkpoint is a safetensors file of a module's parameters (their
+ * names), the optimizer's state ("optim.<param>.<buffer>") and metadata:
+ * format "kiln-checkpoint-1", model, optimizer, lr, step, epoch, batch,
+ * rng (the data generator's state when the current epoch started), and
+ * crc32 of the data section, which the loader verifies. */
+typedef struct kiln_checkpoint_info {
+  char model[16];        /* the module's arch */
+  char optimizer[16];    /* "sgd", "adam", "adamw" or "" */
+  double lr;
+  int64_t step;          /* optimizer steps taken */
+  int64_t epoch;         /* epochs completed */
+  int64_t batch;         /* batches done in the current epoch */
+  uint64_t rng[4];       /* generator state at the start of that epoch */
+} kiln_checkpoint_info;
+
+/* Saves m, o (may be NULL) and info crash-safely (as kiln_safetensors_save). */
+KILN_API kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m,
+                                          const kiln_optim *o,
+                                          const kiln_checkpoint_info *info);
+/* Reads only the metadata (validating the whole file and its CRC). */
+KILN_API kiln_status kiln_checkpoint_read_info(const char *path, kiln_checkpoint_info *info);
+/* Loads a checkpoint into m and o (may be NULL) and fills info (may be
+ * NULL). Everything is checked before anything is written: the file as
+ * kiln_safetensors_load does, the CRC, the model name, that every
+ * parameter (and optimizer buffer, when o is given) is present with its
+ * dtype and shape, and that nothing else is; on failure m and o are
+ * untouched and the message says what differs. Parameters may be CPU or
+ * lazy. */
+KILN_API kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
+                                          kiln_checkpoint_info *info);
+
+/* ===================================================================== */
+/* nn: training (what `kiln train` and `kiln eval` run)                   */
+/* ===================================================================== */
+
+typedef enum kiln_nn_mode {
+  KILN_NN_EAGER = 0,  /* ops run as called */
+  KILN_NN_JIT = 1,    /* the forward is a kiln_function of kiln_nn_model_ir */
+  KILN_NN_LAZY = 2    /* everything recorded; kiln_mark_step per step */
+} kiln_nn_mode;
+
+/* Fill with kiln_nn_train_opts_default, then change what you need. */
+typedef struct kiln_nn_train_opts {
+  const char *model;        /* "mlp" (default), "cnn", "lstm" */
+  kiln_nn_mode mode;        /* default eager */
+  int epochs;               /* total epochs (a resumed run continues to it); 2 */
+  int64_t batch;            /* 64 */
+  double lr;                /* 0: the optimizer's default (sgd 0.05, adam 1e-3) */
+  const char *optimizer;    /* "sgd" (default; momentum 0.9), "adam", "adamw" */
+  double momentum;          /* SGD momentum; 0.9 */
+  const char *schedule;     /* "none" (default), "step" (x0.5 every epoch), "cosine" */
+  uint64_t seed;            /* 0 */
+  const char *data_dir;     /* NULL: kiln_data_default_dir() */
+  const char *save_path;    /* checkpoint written at the end (NULL: none) */
+  const char *resume_path;  /* checkpoint to continue from (NULL: none) */
+  const char *plot_path;    /* SVG of loss per step and accuracy per epoch */
+  const char *metrics_path; /* JSON of loss and counters per step */
+  int64_t max_steps;        /* stop after this many steps in total (0: no limit) */
+  bool sync_phases;         /* lazy: mark_step after forward, backward, step */
+  int64_t train_limit;      /* use only the first N training samples (0: all) */
+  int64_t test_limit;       /* the same for the test set */
+  int64_t eval_batch;       /* 1000 */
+  FILE *out;                /* per-epoch lines and the summary (NULL: silent) */
+  bool progress;            /* draw a progress bar on stderr (a terminal) */
+} kiln_nn_train_opts;
+
+KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);
+/* "eager", "jit", "lazy" -> mode; -1 if unknown. */
+KILN_API int kiln_nn_mode_parse(const char *name);
+KILN_API const char *kiln_nn_mode_name(kiln_nn_mode mode);
+
+/* What a run did. Arrays are owned by the result: kiln_nn_train_result_free. */
+typedef struct kiln_nn_train_result {
+  int64_t n_steps;          /* steps run by this call */
+  int64_t first_step;       /* global number of the first one (1 unless resumed) */
+  double *losses;           /* [n_steps] training loss of each step */
+  int n_epochs;             /* epochs evaluated by this call */
+  double *test_loss;        /* [n_epochs] */
+  double *test_accuracy;    /* [n_epochs] */
+  double final_accuracy;    /* on the test set after the last step */
+  double final_loss;
+  double train_seconds;     /* time in training steps (excluding evaluation) */
+  double total_seconds;
+  double samples_per_sec;   /* training samples / train_seconds */
+} kiln_nn_train_result;
+
+/* Trains as the options say, printing to opts->out, and fills r (may be
+ * NULL). Errors (bad options, data files, checkpoints, a failing op)
+ * return a negative status with the message set; partial results are
+ * still in r. */
+KILN_API kiln_status kiln_nn_train(const kiln_nn_train_opts *opts, kiln_nn_train_result *r);
+KILN_API void kiln_nn_train_result_free(kiln_nn_train_result *r);
+/* Evaluates the checkpoint at path on the test set of data_dir (NULL:
+ * default), with the model its metadata names; writes test loss and
+ * accuracy. */
+KILN_API kiln_status kiln_nn_eval_checkpoint(const char *path, const char *data_dir,
+                                             int64_t test_limit, double *loss,
+                                             double *accuracy);
 
 /* ===================================================================== */
 /* nn: .npy files (numpy's format, NEP 1)                                 */

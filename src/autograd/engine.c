@@ -424,6 +424,8 @@ int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
                      n->n_next};
   rc = info->grad(&ctx);
   if (rc < 0) {
+    /* the formula's results are borrowed from its scope: drop, not release */
+    for (int j = 0; j < n->n_next; j++) grads_out[j] = NULL;
     core_error_prefix("%s backward: ", info->name);
     goto done;
   }

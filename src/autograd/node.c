@@ -216,7 +216,10 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
       kiln_tensor **list = NULL;
       if (a->tag == OP_VAL_TENSORS) {
         list = core_calloc((size_t)(cnt ? cnt : 1), sizeof *list);
-        if (!list) goto oom;
+        if (!list) {
+          d->tag = OP_VAL_NONE; /* d->ts.v is still the caller's */
+          goto oom;
+        }
         d->ts.v = list;
       }
       for (int k = 0; k < cnt; k++, slot++) {
@@ -231,12 +234,18 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
       }
     } else if (a->tag == OP_VAL_INTS) {
       int64_t *v = core_alloc((size_t)(a->ints.n ? a->ints.n : 1) * sizeof *v);
-      if (!v) goto oom;
+      if (!v) {
+        d->tag = OP_VAL_NONE;
+        goto oom;
+      }
       if (a->ints.n) memcpy(v, a->ints.v, (size_t)a->ints.n * sizeof *v);
       d->ints.v = v;
     } else if (a->tag == OP_VAL_STR) {
       d->s = core_strdup(a->s);
-      if (!d->s) goto oom;
+      if (!d->s) {
+        d->tag = OP_VAL_NONE;
+        goto oom;
+      }
     }
   }
   n->n_saved = n_saved;

@@ -1,41 +1,47 @@
 /* src/core/scope.c: scopes (autorelease pools). A thread-local stack of
  * tensor lists; core_autorelease registers a new tensor with the innermost
- * scope, kiln_scope_end releases everything registered in it. */
+ * scope, kiln_scope_end releases everything registered in it.
+ *
+ * The stack of frames is a fixed array (nesting deeper than SCOPE_MAX is a
+ * bug in the caller: those levels are counted and ignored, so begin/end
+ * still pair up); each frame's list grows on demand, and when it cannot,
+ * the op that made the tensor fails (core_autorelease returns NULL). */
 #include "core.h"
+
+#define SCOPE_MAX 256
 
 typedef struct scope_frame {
   kiln_tensor **items;
   int n, cap;
 } scope_frame;
 
-static _Thread_local scope_frame *frames;
-static _Thread_local int n_frames, cap_frames;
+static _Thread_local scope_frame frames[SCOPE_MAX];
+static _Thread_local int n_frames, n_overflow;
 
 void kiln_scope_begin(void) {
-  if (n_frames == cap_frames) {
-    int cap = cap_frames ? cap_frames * 2 : 8;
-    scope_frame *f = core_realloc(frames, (size_t)cap * sizeof *f);
-    KILN_ASSERT(f && "out of memory growing the scope stack");
-    frames = f;
-    for (int i = cap_frames; i < cap; i++) frames[i] = (scope_frame){0};
-    cap_frames = cap;
+  if (n_frames == SCOPE_MAX) {
+    n_overflow++;
+    return;
   }
   frames[n_frames++].n = 0;
 }
 
 void kiln_scope_end(void) {
+  if (n_overflow > 0) {
+    n_overflow--;
+    return;
+  }
   if (n_frames == 0) return;
   scope_frame *f = &frames[n_frames - 1];
   /* Release in reverse creation order: later tensors may hold earlier ones. */
   for (int i = f->n - 1; i >= 0; i--) kiln_release(f->items[i]);
   f->n = 0;
   n_frames--;
-  if (n_frames == 0) {
-    for (int i = 0; i < cap_frames; i++) core_free(frames[i].items);
-    core_free(frames);
-    frames = NULL;
-    cap_frames = 0;
-  }
+  if (n_frames == 0)
+    for (int i = 0; i < SCOPE_MAX && frames[i].cap; i++) {
+      core_free(frames[i].items);
+      frames[i] = (scope_frame){0};
+    }
 }
 
 kiln_tensor *core_autorelease(kiln_tensor *t) {

@@ -56,6 +56,9 @@ void lazy_node_retain(lazy_node *n);
 void lazy_node_release(lazy_node *n);
 /* A device-data node holding cpu (retained). NULL on OOM. */
 lazy_node *lazy_data_node(kiln_tensor *cpu);
+/* A device-data node without data: a symbolic input (the JIT's
+ * differentiation traces over these). NULL on OOM. */
+lazy_node *lazy_symbolic_node(const op_meta *m);
 /* A new LAZY tensor for value (node retained), registered as live. */
 kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m);
 /* Rebinds t to value (e.g. after a sync or an in-place update). */

@@ -120,6 +120,20 @@ lazy_node *lazy_data_node(kiln_tensor *cpu) {
   return n;
 }
 
+lazy_node *lazy_symbolic_node(const op_meta *m) {
+  lazy_node *n = node_alloc(0, 0, 1);
+  if (!n) return NULL;
+  n->op = LAZY_DATA;
+  n->metas[0] = *m;
+  uint64_t h = mix(0x1a2b3c4d5e6f7788ull, (uint64_t)m->dtype);
+  h = mix(h, 0);
+  n->shape_free_hash = h;
+  h = mix(h, (uint64_t)m->ndim);
+  for (int i = 0; i < m->ndim; i++) h = mix(h, (uint64_t)m->shape[i]);
+  n->hash = h;
+  return n;
+}
+
 /* Scalars: a small value-keyed cache of 0-d device data, as LTC's
  * device-data cache; a miss bumps DeviceDataCacheMiss. */
 #define SCALAR_CACHE 64

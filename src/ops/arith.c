@@ -37,14 +37,24 @@ static int slot_of(const op_val *args, int arg) {
   return args[arg].tag == OP_VAL_TENSOR ? s : -1;
 }
 
+/* Stores a formula result; a NULL means an op inside it failed (its
+ * message is set), which fails the backward instead of becoming a silent
+ * zero gradient. */
+static int put(op_grad_ctx *g, int slot, kiln_tensor *r) {
+  if (!r) return -1;
+  g->grad_in[slot] = r;
+  return 0;
+}
+
 static int addsub_grad(op_grad_ctx *g, double sign) {
   kiln_tensor *go = g->grads[0];
   double alpha = op_val_num(&g->args[2]);
   int s0 = slot_of(g->args, 0), s1 = slot_of(g->args, 1);
-  if (s0 >= 0 && g->needs[s0]) g->grad_in[s0] = to_operand(go, &g->args[0]);
+  if (!go) return 0;
+  if (s0 >= 0 && g->needs[s0] && put(g, s0, to_operand(go, &g->args[0])) < 0) return -1;
   if (s1 >= 0 && g->needs[s1]) {
     kiln_tensor *x = sign * alpha == 1.0 ? go : kiln_mul_scalar(go, sign * alpha);
-    g->grad_in[s1] = to_operand(x, &g->args[1]);
+    if (put(g, s1, to_operand(x, &g->args[1])) < 0) return -1;
   }
   return 0;
 }
@@ -56,15 +66,23 @@ int op_mul_grad(op_grad_ctx *g) {
   kiln_tensor *go = g->grads[0];
   int s0 = slot_of(g->args, 0), s1 = slot_of(g->args, 1);
   const op_val *a = &g->args[0], *b = &g->args[1];
-  if (s0 >= 0 && g->needs[s0])
-    g->grad_in[s0] = to_operand(b->tag == OP_VAL_TENSOR ? kiln_mul(go, b->t)
-                                                        : kiln_mul_scalar(go, op_val_num(b)),
-                                a);
-  if (s1 >= 0 && g->needs[s1])
-    g->grad_in[s1] = to_operand(a->tag == OP_VAL_TENSOR ? kiln_mul(go, a->t)
-                                                        : kiln_mul_scalar(go, op_val_num(a)),
-                                b);
+  if (!go) return 0;
+  if (s0 >= 0 && g->needs[s0] &&
+      put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_mul(go, b->t)
+                                                    : kiln_mul_scalar(go, op_val_num(b)),
+                            a)) < 0)
+    return -1;
+  if (s1 >= 0 && g->needs[s1] &&
+      put(g, s1, to_operand(a->tag == OP_VAL_TENSOR ? kiln_mul(go, a->t)
+                                                    : kiln_mul_scalar(go, op_val_num(a)),
+                            b)) < 0)
+    return -1;
   return 0;
+}
+
+/* 1/b written with ops (so it records lazily). */
+static kiln_tensor *reciprocal(kiln_tensor *b) {
+  return op_call1(KILN_OP_DIV, (op_val[]){OPV_F(1.0), OPV_T(b)}, 2);
 }
 
 /* d(a/b)/da = 1/b, d(a/b)/db = -a/b^2 */
@@ -72,15 +90,18 @@ int op_div_grad(op_grad_ctx *g) {
   kiln_tensor *go = g->grads[0];
   int s0 = slot_of(g->args, 0), s1 = slot_of(g->args, 1);
   const op_val *a = &g->args[0], *b = &g->args[1];
-  if (s0 >= 0 && g->needs[s0])
-    g->grad_in[s0] = to_operand(b->tag == OP_VAL_TENSOR ? kiln_div(go, b->t)
-                                                        : kiln_div_scalar(go, op_val_num(b)),
-                                a);
+  if (!go) return 0;
+  if (s0 >= 0 && g->needs[s0] &&
+      put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_div(go, b->t)
+                                                    : kiln_div_scalar(go, op_val_num(b)),
+                            a)) < 0)
+    return -1;
   if (s1 >= 0 && g->needs[s1]) {
-    /* b is a tensor here; a may be a scalar */
+    /* b is a tensor here; a may be a scalar: d(a/b)/db = -(a/b)/b */
     kiln_tensor *q = a->tag == OP_VAL_TENSOR ? kiln_div(a->t, b->t)
-                                             : kiln_mul_scalar(kiln_div(kiln_ones(0, NULL, b->t->dtype), b->t), op_val_num(a));
-    g->grad_in[s1] = to_operand(kiln_mul_scalar(kiln_div(kiln_mul(go, q), b->t), -1.0), b);
+                                             : kiln_mul_scalar(reciprocal(b->t), op_val_num(a));
+    kiln_tensor *r = q ? kiln_mul_scalar(kiln_div(kiln_mul(go, q), b->t), -1.0) : NULL;
+    if (put(g, s1, to_operand(r, b)) < 0) return -1;
   }
   return 0;
 }

@@ -233,6 +233,9 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
   size_t ces = kiln_dtype_size(p.compute);
   size_t oes = kiln_dtype_size(p.out_dtype);
   int64_t numel = core_numel(p.ndim, p.shape);
+  /* a scalar operand is spread over one tile; tiny outputs need less (the
+   * 1-element case is the eager dispatch-overhead path) */
+  int64_t fill = numel < EW_TILE ? numel : EW_TILE;
   bool all_direct = true;
   for (int i = 0; i < p.nin; i++) {
     ew_operand *o = &ops[i];
@@ -244,10 +247,10 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
           (v->tag == OP_VAL_INT || (v->tag == OP_VAL_TENSOR && v->t->dtype == KILN_DTYPE_I64))) {
         /* exact int64 (a double holds only 53 bits) */
         int64_t iv = v->tag == OP_VAL_INT ? v->i : *(const int64_t *)core_data(v->t);
-        for (int64_t k = 0; k < EW_TILE; k++) ((int64_t *)scalar_bufs[i])[k] = iv;
+        for (int64_t k = 0; k < fill; k++) ((int64_t *)scalar_bufs[i])[k] = iv;
       } else {
         double val = v->tag == OP_VAL_TENSOR ? core_get_flat(v->t, 0) : op_val_num(v);
-        for (int64_t k = 0; k < EW_TILE; k++) store_conv(scalar_bufs[i], p.compute, k, val);
+        for (int64_t k = 0; k < fill; k++) store_conv(scalar_bufs[i], p.compute, k, val);
       }
       o->scalar_buf = scalar_bufs[i];
       if (numel > 1) all_direct = false;
