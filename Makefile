@@ -58,8 +58,8 @@ $(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test: deps-test
-	$(MAKE) $(BUILD)/test_kiln
-	OMP_NUM_THREADS=2 ./$(BUILD)/test_kiln $(FILTER)
+	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln
+	OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
 
 bench: $(BUILD)/bench_kiln
 	./$(BUILD)/bench_kiln

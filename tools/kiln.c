@@ -13,8 +13,11 @@
 static int usage(void) {
   fprintf(stderr,
           "usage:\n"
-          "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad] --out DIR\n"
+          "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad]\n"
+          "           [--phases SPEC] [--stats FILE.json] --out DIR\n"
           "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
+          "      --phases '3:1,2;2:;3:1,2': 3 calls with inputs 1,2 requiring grad, 2 with\n"
+          "        none, 3 with 1,2 again (outputs and grads are the last call's)\n"
           "  kiln ir GRAPH.ir\n");
   return 2;
 }
@@ -98,8 +101,47 @@ static int parse_index_list(const char *s, int *idx, int max) {
   return n;
 }
 
+#define MAX_PHASES 32
+
+typedef struct phase {
+  int calls;
+  int rg[MAX_IO], n_rg;
+} phase;
+
+/* "3:1,2;2:;3:1,2" */
+static int parse_phases(const char *spec, phase *ph, int max) {
+  int n = 0;
+  while (*spec) {
+    if (n == max) return -1;
+    char *end;
+    long calls = strtol(spec, &end, 10);
+    if (end == spec || calls < 1 || *end != ':') return -1;
+    spec = end + 1;
+    char list[256];
+    size_t k = 0;
+    while (*spec && *spec != ';' && k < sizeof list - 1) list[k++] = *spec++;
+    list[k] = 0;
+    if (*spec == ';') spec++;
+    ph[n].calls = (int)calls;
+    ph[n].n_rg = list[0] ? parse_index_list(list, ph[n].rg, MAX_IO) : 0;
+    if (ph[n].n_rg < 0) return -1;
+    n++;
+  }
+  return n;
+}
+
+static int write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -1;
+  bool ok = fputs(text, f) >= 0;
+  ok &= fclose(f) == 0;
+  return ok ? 0 : -1;
+}
+
 static int cmd_run(int argc, char **argv) {
-  const char *graph_path = NULL, *out_dir = NULL;
+  const char *graph_path = NULL, *out_dir = NULL, *phases_arg = NULL, *stats_path = NULL;
+  phase phases[MAX_PHASES];
+  int n_phases = 0;
   const char *inputs_arg[MAX_IO];
   int n_in = 0, runs = 1, rg[MAX_IO], n_rg = 0, rc = 1;
   bool want_grad = false;
@@ -107,6 +149,8 @@ static int cmd_run(int argc, char **argv) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[++i];
     else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
     else if (strcmp(argv[i], "--grad") == 0) want_grad = true;
+    else if (strcmp(argv[i], "--phases") == 0 && i + 1 < argc) phases_arg = argv[++i];
+    else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) stats_path = argv[++i];
     else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
       n_rg = parse_index_list(argv[++i], rg, MAX_IO);
       if (n_rg < 0) {
@@ -120,6 +164,18 @@ static int cmd_run(int argc, char **argv) {
     else if (n_in < MAX_IO) inputs_arg[n_in++] = argv[i];
   }
   if (!graph_path || !out_dir || runs < 1) return usage();
+  if (phases_arg) {
+    n_phases = parse_phases(phases_arg, phases, MAX_PHASES);
+    if (n_phases <= 0) {
+      fprintf(stderr, "kiln: --phases: expected CALLS:I,J;CALLS:;... (e.g. 3:1,2;2:)\n");
+      return 2;
+    }
+  } else {
+    phases[0].calls = runs;
+    phases[0].n_rg = n_rg;
+    memcpy(phases[0].rg, rg, sizeof rg);
+    n_phases = 1;
+  }
   if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "kiln: cannot create %s: %s\n", out_dir, strerror(errno));
     return 1;
@@ -142,28 +198,39 @@ static int cmd_run(int argc, char **argv) {
       rc = fail("bad input");
       goto done;
     }
-  for (int k = 0; k < n_rg; k++) {
-    if (rg[k] >= n_in || in[rg[k]].kind != KILN_VALUE_TENSOR) {
-      fprintf(stderr, "kiln: --requires-grad %d: not a tensor input\n", rg[k]);
-      goto done;
+  for (int p = 0; p < n_phases; p++)
+    for (int k = 0; k < phases[p].n_rg; k++) {
+      int ix = phases[p].rg[k];
+      if (ix >= n_in || in[ix].kind != KILN_VALUE_TENSOR) {
+        fprintf(stderr, "kiln: input %d cannot require grad: not a tensor input\n", ix);
+        goto done;
+      }
     }
-    if (kiln_set_requires_grad(in[rg[k]].t, true) < 0) {
-      rc = fail("--requires-grad");
-      goto done;
-    }
-  }
   f = kiln_function_new(g);
   if (!f) {
     rc = fail("cannot build the function");
     goto done;
   }
-  for (int r = 0; r < runs; r++) {
-    n_out = kiln_function_call(f, in, n_in, out, MAX_IO);
-    if (n_out < 0) {
-      rc = fail("run failed");
-      goto done;
+  for (int p = 0; p < n_phases; p++) {
+    for (int i = 0; i < n_in; i++) {
+      if (in[i].kind != KILN_VALUE_TENSOR) continue;
+      bool want = false;
+      for (int k = 0; k < phases[p].n_rg; k++) want |= phases[p].rg[k] == i;
+      if (kiln_set_requires_grad(in[i].t, want) < 0) {
+        rc = fail("--requires-grad");
+        goto done;
+      }
+    }
+    for (int r = 0; r < phases[p].calls; r++) {
+      n_out = kiln_function_call(f, in, n_in, out, MAX_IO);
+      if (n_out < 0) {
+        rc = fail("run failed");
+        goto done;
+      }
     }
   }
+  n_rg = phases[n_phases - 1].n_rg;
+  memcpy(rg, phases[n_phases - 1].rg, sizeof rg);
   for (int k = 0; k < n_out; k++)
     if (save_value(out_dir, "out", k, &out[k]) < 0) {
       rc = fail("cannot write an output");
@@ -193,12 +260,18 @@ static int cmd_run(int argc, char **argv) {
       }
     }
   }
+  if (stats_path) {
+    char *json = kiln_function_stats_json(f);
+    if (!json || write_text(stats_path, json) < 0) {
+      kiln_free(json);
+      fprintf(stderr, "kiln: cannot write %s\n", stats_path);
+      goto done;
+    }
+    kiln_free(json);
+  }
   rc = 0;
 done:
-  for (int i = 0; i < n_in; i++)
-    if (i < n_in && in[i].kind == KILN_VALUE_TENSOR && rc != 2) {
-      /* inputs came from kiln_npy_load inside the scope: released with it */
-    }
+  /* inputs (kiln_npy_load) and outputs belong to the scope */
   kiln_function_free(f);
   kiln_graph_free(g);
   kiln_scope_end();

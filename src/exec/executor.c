@@ -17,9 +17,7 @@
 
 #include "executor.h"
 
-/* The cleanup passes (src/passes/cleanup.c) run when present. */
-__attribute__((weak)) int pass_cleanup(ir_graph *g);
-__attribute__((weak)) int pass_run(ir_graph *g, const char *name);
+#include "passes/passes.h"
 
 static void jit_log(const char *pass, const ir_graph *g) {
   const char *env = getenv("KILN_JIT_LOG");
@@ -47,7 +45,8 @@ exec_function *exec_function_new(const ir_graph *g, const kiln_function_options 
   f->root = root ? root : f;
   f->runs_left = f->opts.profiling_runs;
   f->graph = ir_graph_clone(g);
-  if (!f->graph) {
+  if (!f->graph || pass_cleanup(f->graph) < 0) {
+    ir_graph_free(f->graph);
     core_free(f);
     return NULL;
   }
@@ -288,7 +287,12 @@ static int optimize(exec_function *f) {
     if ((rc = pass_guard_autodiff_subgraphs(g)) < 0) goto fail;
     jit_log("guard", g);
   }
-  if (pass_cleanup && (rc = pass_cleanup(g)) < 0) goto fail;
+  /* Note [Cleanup after specialization]: only CSE and DCE here. The
+   * profiled types are observations, not guarantees (only requires_grad is
+   * guarded), so nothing may be folded from them (e.g. aten::size of a
+   * profiled shape): constant folding and peepholes ran on the unprofiled
+   * graph before profiling (exec_function_new). */
+  if ((rc = pass_run(g, "cse")) < 0 || (rc = pass_run(g, "dce")) < 0) goto fail;
   jit_log("cleanup", g);
   if ((rc = ir_graph_verify(g)) < 0) {
     core_error_prefix("profiling executor: the optimized graph is invalid: ");
@@ -381,11 +385,7 @@ int exec_function_run(exec_function *f, const exec_value *inputs, exec_value *ou
   if (f->depth <= 0) {
     if (!f->simple_code) {
       /* no profiling, no specialization: the graph as it is, cleaned */
-      ir_graph *g = ir_graph_clone(f->graph);
-      if (!g) return KILN_ERR_NOMEM;
-      if (pass_cleanup) pass_cleanup(g);
-      f->simple_code = exec_compile(g, NULL);
-      ir_graph_free(g);
+      f->simple_code = exec_compile(f->graph, NULL); /* cleaned when made */
       if (!f->simple_code) return -1;
     }
     return exec_code_run(f->simple_code, inputs, outputs);

@@ -123,3 +123,213 @@ out:
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+static const char *LSTM_LOOP =
+    "graph(%x.1 : Tensor,\n"
+    "      %h0.1 : Tensor,\n"
+    "      %c0.1 : Tensor,\n"
+    "      %w_ih.1 : Tensor,\n"
+    "      %w_hh.1 : Tensor,\n"
+    "      %b.1 : Tensor):\n"
+    "  %true : bool = prim::Constant[value=1]()\n"
+    "  %zero : int = prim::Constant[value=0]()\n"
+    "  %one : int = prim::Constant[value=1]()\n"
+    "  %four : int = prim::Constant[value=4]()\n"
+    "  %none : NoneType = prim::Constant()\n"
+    "  %T : int = aten::size(%x.1, %zero)\n"
+    "  %h : Tensor, %c : Tensor = prim::Loop(%T, %true, %h0.1, %c0.1)\n"
+    "    block0(%t : int, %h.1 : Tensor, %c.1 : Tensor):\n"
+    "      %xt : Tensor = aten::select(%x.1, %zero, %t)\n"
+    "      %g1 : Tensor = aten::linear(%xt, %w_ih.1, %b.1)\n"
+    "      %g2 : Tensor = aten::linear(%h.1, %w_hh.1, %none)\n"
+    "      %gates : Tensor = aten::add(%g1, %g2, %one)\n"
+    "      %chunks : Tensor[] = aten::chunk(%gates, %four, %one)\n"
+    "      %i.1 : Tensor, %f.1 : Tensor, %gg.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%chunks)\n"
+    "      %i : Tensor = aten::sigmoid(%i.1)\n"
+    "      %f : Tensor = aten::sigmoid(%f.1)\n"
+    "      %gg : Tensor = aten::tanh(%gg.1)\n"
+    "      %o : Tensor = aten::sigmoid(%o.1)\n"
+    "      %fc : Tensor = aten::mul(%f, %c.1)\n"
+    "      %ig : Tensor = aten::mul(%i, %gg)\n"
+    "      %c.2 : Tensor = aten::add(%fc, %ig, %one)\n"
+    "      %tc : Tensor = aten::tanh(%c.2)\n"
+    "      %h.2 : Tensor = aten::mul(%o, %tc)\n"
+    "      -> (%true, %h.2, %c.2)\n"
+    "  return (%h)\n";
+
+static kiln_tensor *lstm_eager(kiln_tensor *x, kiln_tensor *h, kiln_tensor *c, kiln_tensor *wih,
+                               kiln_tensor *whh, kiln_tensor *b) {
+  for (int64_t t = 0; t < kiln_tensor_size(x, 0); t++) {
+    kiln_tensor *gates = kiln_add(kiln_linear(kiln_select(x, 0, t), wih, b), kiln_linear(h, whh, NULL));
+    kiln_tensor *q[4];
+    kiln_chunk(gates, 4, 1, q, 4);
+    c = kiln_add(kiln_mul(kiln_sigmoid(q[1]), c), kiln_mul(kiln_sigmoid(q[0]), kiln_tanh(q[2])));
+    h = kiln_mul(kiln_sigmoid(q[3]), kiln_tanh(c));
+  }
+  return h;
+}
+
+TEST(profiling_lstm_loop_stays_on_the_fast_path) {
+  const int64_t NT = 5, B = 2, I = 3, H = 4;
+  kiln_scope_begin();
+  kiln_function *f = fn_of(LSTM_LOOP, NULL);
+  kiln_generator *g = kiln_generator_new(6);
+  int64_t sx[3] = {NT, B, I}, sh[2] = {B, H}, swi[2] = {4 * H, I}, swh[2] = {4 * H, H}, sb = 4 * H;
+  kiln_tensor *x = kiln_randn(3, sx, KILN_DTYPE_F64, g);
+  kiln_tensor *h0 = kiln_zeros(2, sh, KILN_DTYPE_F64), *c0 = kiln_zeros(2, sh, KILN_DTYPE_F64);
+  kiln_tensor *wih = kiln_mul_scalar(kiln_randn(2, swi, KILN_DTYPE_F64, g), 0.5);
+  kiln_tensor *whh = kiln_mul_scalar(kiln_randn(2, swh, KILN_DTYPE_F64, g), 0.5);
+  kiln_tensor *b = kiln_mul_scalar(kiln_randn(1, &sb, KILN_DTYPE_F64, g), 0.1);
+  kiln_tensor *ps[3] = {wih, whh, b};
+  for (int k = 0; k < 3; k++) kiln_set_requires_grad(ps[k], true);
+  kiln_value in[6] = {T(x), T(h0), T(c0), T(wih), T(whh), T(b)}, out[1];
+  kiln_function_stats st;
+  for (int call = 1; call <= 4 && f; call++) {
+    for (int k = 0; k < 3; k++) kiln_tensor_set_grad(ps[k], NULL);
+    CHECK_MSG(kiln_function_call(f, in, 6, out, 1) == 1, "%s", kiln_last_error());
+    CHECK(kiln_backward(kiln_sum(out[0].t, NULL, 0, false), NULL) == KILN_OK);
+    if (call == 2) {
+      kiln_function_get_stats(f, &st);
+      CHECK_EQ_INT(st.optimizations, 1);
+    }
+  }
+  if (f) {
+    kiln_function_get_stats(f, &st);
+    CHECK_EQ_INT(st.fallback_calls, 0);
+    CHECK_EQ_INT(st.guard_failures, 0);
+    CHECK_MSG(st.guard_passes == 3 * NT, "guard passes %lld", (long long)st.guard_passes);
+    char *text = kiln_function_last_optimized_graph(f);
+    CHECK_STR_CONTAINS(text, "prim::Loop");
+    CHECK_STR_CONTAINS(text, "prim::DifferentiableGraph_0");
+    kiln_free(text);
+    kiln_tensor *E[3];
+    for (int k = 0; k < 3; k++) {
+      E[k] = kiln_detach(ps[k]);
+      kiln_set_requires_grad(E[k], true);
+    }
+    kiln_tensor *loss = kiln_sum(lstm_eager(x, h0, c0, E[0], E[1], E[2]), NULL, 0, false);
+    kiln_tensor *ge[3];
+    CHECK(kiln_grad(&loss, NULL, 1, E, 3, NULL, ge) == KILN_OK);
+    check_close(out[0].t, lstm_eager(x, h0, c0, wih, whh, b), 1e-12, "h");
+    for (int k = 0; k < 3; k++) check_close(kiln_tensor_grad(ps[k]), ge[k], 1e-10, "grad");
+    /* a different number of time steps: nothing was specialized to T */
+    int64_t sx2[3] = {NT + 2, B, I};
+    kiln_tensor *x2 = kiln_randn(3, sx2, KILN_DTYPE_F64, g);
+    in[0] = T(x2);
+    CHECK(kiln_function_call(f, in, 6, out, 1) == 1);
+    check_close(out[0].t, lstm_eager(x2, h0, c0, wih, whh, b), 1e-12, "h with T+2 steps");
+  }
+  kiln_function_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
+static const char *BRANCH =
+    "graph(%x : Tensor,\n"
+    "      %w : Tensor,\n"
+    "      %flag : bool):\n"
+    "  %one : int = prim::Constant[value=1]()\n"
+    "  %two : float = prim::Constant[value=2.]()\n"
+    "  %y : Tensor = prim::If(%flag)\n"
+    "    block0():\n"
+    "      %a : Tensor = aten::mul(%x, %w)\n"
+    "      %a2 : Tensor = aten::sigmoid(%a)\n"
+    "      -> (%a2)\n"
+    "    block1():\n"
+    "      %b : Tensor = aten::sub(%x, %w, %one)\n"
+    "      %b2 : Tensor = aten::mul(%b, %two)\n"
+    "      %b3 : Tensor = aten::tanh(%b2)\n"
+    "      -> (%b3)\n"
+    "  %z : Tensor = aten::mul(%y, %w)\n"
+    "  %z2 : Tensor = aten::exp(%z)\n"
+    "  return (%z2)\n";
+
+TEST(profiling_untaken_branch) {
+  kiln_scope_begin();
+  kiln_function *f = fn_of(BRANCH, NULL);
+  int64_t n = 3;
+  double xv[3] = {0.5, -1, 2}, wv[3] = {1.5, 0.25, -0.5};
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F64), *w = kiln_from_data(wv, 1, &n, KILN_DTYPE_F64);
+  kiln_set_requires_grad(w, true);
+  kiln_value in[3] = {T(x), T(w), {.kind = KILN_VALUE_BOOL, .b = true}}, out[1];
+  for (int call = 0; call < 3 && f; call++) CHECK(kiln_function_call(f, in, 3, out, 1) == 1);
+  if (f) {
+    char *text = kiln_function_last_optimized_graph(f);
+    /* the top-level mul+exp forms a subgraph although the else-branch was
+     * never profiled; that branch's subgraph has unseen inputs, unguarded */
+    CHECK_STR_CONTAINS(text, "prim::DifferentiableGraph_");
+    kiln_free(text);
+    /* take the other branch now */
+    in[2].b = false;
+    kiln_tensor_set_grad(w, NULL);
+    CHECK_MSG(kiln_function_call(f, in, 3, out, 1) == 1, "%s", kiln_last_error());
+    CHECK(kiln_backward(kiln_sum(out[0].t, NULL, 0, false), NULL) == KILN_OK);
+    kiln_tensor *we = kiln_detach(w);
+    kiln_set_requires_grad(we, true);
+    kiln_tensor *ye = kiln_exp(kiln_mul(kiln_tanh(kiln_mul_scalar(kiln_sub(x, we), 2.0)), we));
+    check_close(out[0].t, ye, 1e-12, "else-branch output");
+    kiln_tensor *ge;
+    kiln_tensor *s = kiln_sum(ye, NULL, 0, false);
+    CHECK(kiln_grad(&s, NULL, 1, &we, 1, NULL, &ge) == KILN_OK);
+    check_close(kiln_tensor_grad(w), ge, 1e-10, "else-branch grad");
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
+
+static const char *SCALE = "graph(%x : Tensor,\n"
+                           "      %s : Scalar):\n"
+                           "  %2 : Tensor = aten::mul(%x, %s)\n"
+                           "  %3 : Tensor = aten::relu(%2)\n"
+                           "  return (%3)\n";
+
+TEST(profiling_int_scalar_then_float) {
+  kiln_scope_begin();
+  kiln_function *f = fn_of(SCALE, NULL);
+  int64_t n = 3, xv[3] = {1, -2, 3};
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_I64);
+  kiln_value in[2] = {T(x), {.kind = KILN_VALUE_INT, .i = 2}}, out[1];
+  for (int call = 0; call < 3 && f; call++) CHECK(kiln_function_call(f, in, 2, out, 1) == 1);
+  if (f) {
+    CHECK(kiln_tensor_dtype(out[0].t) == KILN_DTYPE_I64); /* Long * int = Long */
+    in[1] = (kiln_value){.kind = KILN_VALUE_FLOAT, .f = 1.5};
+    CHECK(kiln_function_call(f, in, 2, out, 1) == 1);
+    CHECK(kiln_tensor_dtype(out[0].t) == KILN_DTYPE_F32); /* Long * float = Float (PyTorch) */
+    double v;
+    kiln_item(kiln_select(out[0].t, 0, 2), &v);
+    CHECK_NEAR(v, 4.5, 1e-6);
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
+
+TEST(profiling_changing_shapes_is_bounded) {
+  kiln_scope_begin();
+  kiln_function_options o;
+  kiln_function_options_default(&o);
+  o.bailout_depth = 3;
+  kiln_function *f = fn_of(TANH_LINEAR, &o);
+  kiln_generator *g = kiln_generator_new(8);
+  int64_t sw[2] = {3, 5}, sb = 5;
+  kiln_tensor *w = kiln_randn(2, sw, KILN_DTYPE_F32, g), *b = kiln_randn(1, &sb, KILN_DTYPE_F32, g);
+  kiln_set_requires_grad(w, true);
+  for (int call = 0; call < 12 && f; call++) {
+    int64_t sx[2] = {1 + call, 3};
+    kiln_tensor *x = kiln_randn(2, sx, KILN_DTYPE_F32, g);
+    kiln_value in[3] = {T(x), T(w), T(b)}, out[1];
+    kiln_tensor_set_grad(w, NULL);
+    CHECK(kiln_function_call(f, in, 3, out, 1) == 1);
+    CHECK(kiln_backward(kiln_sum(out[0].t, NULL, 0, false), NULL) == KILN_OK);
+    kiln_tensor *gw, *gb;
+    eager_grads(x, w, b, &gw, &gb);
+    check_close(kiln_tensor_grad(w), gw, 1e-4, "dw");
+  }
+  if (f) {
+    kiln_function_stats st;
+    kiln_function_get_stats(f, &st);
+    CHECK(st.optimizations <= o.bailout_depth + 1);
+  }
+  kiln_function_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
