@@ -1,0 +1,152 @@
+/* src/passes/pass.c: what the passes share: running passes by name, the
+ * cleanup pipeline, logging (Note [Pass logging]), and the side-effect
+ * and list-mutation queries (Note [Side effects], Note [List mutation]). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+/* ---- logging ---------------------------------------------------------------- */
+
+bool pass_log_enabled(const char *name) {
+  const char *env = getenv("KILN_JIT_LOG");
+  if (!env || !*env || !name) return false;
+  size_t len = strlen(name);
+  for (const char *p = env; *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    const char *start = p;
+    while (*p && *p != ',') p++;
+    const char *end = p;
+    while (end > start && end[-1] == ' ') end--;
+    size_t n = (size_t)(end - start);
+    if ((n == len && strncmp(start, name, n) == 0) || (n == 3 && strncmp(start, "all", 3) == 0))
+      return true;
+  }
+  return false;
+}
+
+void pass_log(const ir_graph *g, const char *name) {
+  if (!pass_log_enabled(name)) return;
+  char *text = ir_graph_print(g, IR_PRINT_NO_SOURCE);
+  fprintf(stderr, "[kiln-jit] after %s:\n%s", name, text ? text : "(out of memory)\n");
+  core_free(text);
+}
+
+/* ---- side effects and mutation ------------------------------------------------- */
+
+static bool block_has_side_effects(const ir_block *b) {
+  for (const ir_node *m = b->first; m; m = m->next)
+    if (pass_has_side_effects(m, true)) return true;
+  return false;
+}
+
+static bool graph_has_side_effects(const ir_graph *g) {
+  return block_has_side_effects(ir_graph_top(g));
+}
+
+bool pass_has_side_effects(const ir_node *n, bool nested) {
+  if (n->op >= 0) return false; /* OPF_RANDOM is not a side effect (Note [Side effects]) */
+  if ((ir_prim_table[n->prim].flags & IR_PF_SIDE_EFFECT) || n->prim == IR_PRIM_CALL_FUNCTION)
+    return true;
+  for (int i = 0; i < n->n_attrs; i++)
+    if (n->attrs[i].kind == IR_ATTR_GRAPH && graph_has_side_effects(n->attrs[i].g)) return true;
+  if (nested)
+    for (int b = 0; b < n->n_blocks; b++)
+      if (block_has_side_effects(n->blocks[b])) return true;
+  return false;
+}
+
+static bool block_mutates_lists(const ir_block *b) {
+  for (const ir_node *m = b->first; m; m = m->next) {
+    if (m->prim == IR_PRIM_APPEND || m->prim == IR_PRIM_CALL_FUNCTION) return true;
+    for (int i = 0; i < m->n_attrs; i++)
+      if (m->attrs[i].kind == IR_ATTR_GRAPH && pass_graph_mutates_lists(m->attrs[i].g))
+        return true;
+    for (int k = 0; k < m->n_blocks; k++)
+      if (block_mutates_lists(m->blocks[k])) return true;
+  }
+  return false;
+}
+
+bool pass_graph_mutates_lists(const ir_graph *g) { return block_mutates_lists(ir_graph_top(g)); }
+
+bool pass_type_has_list(const ir_type *t) {
+  switch (t->kind) {
+  case IR_TYPE_LIST:
+  case IR_TYPE_ANY: /* could be a list at run time */
+    return true;
+  case IR_TYPE_TUPLE:
+  case IR_TYPE_OPTIONAL:
+    for (int i = 0; i < t->n_elems; i++)
+      if (pass_type_has_list(t->elems[i])) return true;
+    return false;
+  default:
+    return false;
+  }
+}
+
+/* ---- subgraphs ---------------------------------------------------------------------- */
+
+static int block_subgraphs(ir_block *b, int (*fn)(ir_graph *)) {
+  int total = 0;
+  for (ir_node *m = b->first; m; m = m->next) {
+    for (int i = 0; i < m->n_attrs; i++) {
+      if (m->attrs[i].kind != IR_ATTR_GRAPH) continue;
+      int rc = fn(m->attrs[i].g);
+      if (rc < 0) return rc;
+      total += rc;
+    }
+    for (int k = 0; k < m->n_blocks; k++) {
+      int rc = block_subgraphs(m->blocks[k], fn);
+      if (rc < 0) return rc;
+      total += rc;
+    }
+  }
+  return total;
+}
+
+int pass_for_each_subgraph(ir_graph *g, int (*fn)(ir_graph *)) {
+  return block_subgraphs(ir_graph_top(g), fn);
+}
+
+/* ---- pipeline -------------------------------------------------------------------------- */
+
+#define CLEANUP_MAX_ROUNDS 4
+
+int pass_cleanup(ir_graph *g) {
+  static int (*const pipeline[])(ir_graph *) = {pass_constant_fold, pass_peephole, pass_cse,
+                                                pass_dce};
+  int total = 0;
+  for (int round = 0; round < CLEANUP_MAX_ROUNDS; round++) {
+    int changes = 0;
+    for (size_t i = 0; i < sizeof pipeline / sizeof *pipeline; i++) {
+      int rc = pipeline[i](g);
+      if (rc < 0) return rc;
+      changes += rc;
+    }
+    total += changes;
+    if (changes == 0) break;
+  }
+  pass_log(g, "cleanup");
+  return total;
+}
+
+static const struct {
+  const char *name;
+  int (*fn)(ir_graph *);
+} pass_table[] = {
+    {"dce", pass_dce},
+    {"cse", pass_cse},
+    {"constant_fold", pass_constant_fold},
+    {"peephole", pass_peephole},
+    {"cleanup", pass_cleanup},
+};
+
+int pass_run(ir_graph *g, const char *name) {
+  for (size_t i = 0; i < sizeof pass_table / sizeof *pass_table; i++)
+    if (name && strcmp(pass_table[i].name, name) == 0) return pass_table[i].fn(g);
+  return core_error(KILN_ERR_INVALID, "pass_run: unknown pass '%s' (known: dce, cse, "
+                                      "constant_fold, peephole, cleanup)",
+                    name ? name : "(null)");
+}
