@@ -536,6 +536,10 @@ KILN_API char *kiln_function_last_optimized_graph(const kiln_function *f);
  * guard_failures, fallback_calls, guard_failure_reasons, optimized_graph.
  * malloc'd. */
 KILN_API char *kiln_function_stats_json(const kiln_function *f);
+/* How many fused elementwise kernels were built so far (process-wide). A
+ * kernel is keyed by its group and input dtypes only: new shapes or batch
+ * sizes reuse it. */
+KILN_API int64_t kiln_fused_kernels_compiled(void);
 KILN_API void kiln_function_free(kiln_function *f);
 /* Calls f. Writes the outputs (a tuple output is flattened in order) into
  * outputs and returns their count, or a negative status (wrong number of
@@ -877,7 +881,7 @@ typedef struct kiln_nn_train_opts {
   double lr;                /* 0: the optimizer's default (sgd 0.05, adam 1e-3) */
   const char *optimizer;    /* "sgd" (default; momentum 0.9), "adam", "adamw" */
   double momentum;          /* SGD momentum; 0.9 */
-  const char *schedule;     /* "none" (default), "step" (x0.5 every epoch), "cosine" */
+  const char *schedule;     /* "cosine" (default: to 0 over the run), "step" (x0.7 every epoch), "none" */
   uint64_t seed;            /* 0 */
   const char *data_dir;     /* NULL: kiln_data_default_dir() */
   const char *save_path;    /* checkpoint written at the end (NULL: none) */

@@ -37,8 +37,15 @@ typedef struct exec_instr {
   int line;             /* source line in the graph text, 0 if none */
 } exec_instr;
 
+typedef struct exec_owned {
+  void *obj;
+  void (*free_fn)(void *obj);
+} exec_owned;
+
 typedef struct exec_code {
   int n_instr, cap_instr;
+  exec_owned *owned;     /* run-time objects instructions point at */
+  int n_owned;
   exec_instr *instr;
   int n_regs;
   int n_inputs;
@@ -53,6 +60,9 @@ void exec_code_free(exec_code *c);
 /* Appends an instruction with room for n_in/n_out registers; returns its
  * index (< 0 on OOM). The instruction's arrays are owned by the code. */
 int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out);
+/* Makes c own obj (freed with free_fn when c is freed). On OOM frees obj
+ * at once and returns < 0. */
+int exec_code_own(exec_code *c, void *obj, void (*free_fn)(void *obj));
 /* Fills each instruction's free list from last uses. Straight-line code
  * only: the graph compiler computes its own for code with jumps. */
 int exec_code_plan_frees(exec_code *c);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "passes/passes.h"
 
 #define DIFF_PLANS 8
 
@@ -28,6 +29,7 @@ struct diff_rt {
   diff_plan *plans[DIFF_PLANS];
   int n_plans, next_slot;
   diff_plan *last;
+  bool fuse;
   exec_code *plain;   /* the subgraph without autograd (guard bypassed) */
 };
 
@@ -48,6 +50,12 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
   if (!p->key) goto fail;
   memcpy(p->key, metas, (size_t)d->n_in * sizeof *metas);
   if (pass_differentiate(d->sub, metas, d->assumed, &p->gr) < 0) goto fail;
+  if (pass_run(p->gr.f, "cse") < 0 || pass_run(p->gr.f, "dce") < 0 ||
+      pass_run(p->gr.df, "cse") < 0 || pass_run(p->gr.df, "dce") < 0)
+    goto fail;
+  if (d->fuse && (pass_fuse(p->gr.f) < 0 || pass_fuse(p->gr.df) < 0 ||
+                 pass_run(p->gr.f, "dce") < 0 || pass_run(p->gr.df, "dce") < 0))
+    goto fail;
   p->fwd = exec_compile(p->gr.f, NULL);
   p->bwd = p->fwd ? exec_compile(p->gr.df, NULL) : NULL;
   if (!p->bwd) goto fail;
@@ -77,9 +85,10 @@ static diff_plan *plan_for(diff_rt *d, const op_meta *m) {
   return p;
 }
 
-diff_rt *diff_rt_new(const ir_graph *sub, const ir_node *node) {
+diff_rt *diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse) {
   diff_rt *d = core_calloc(1, sizeof *d);
   if (!d) return NULL;
+  d->fuse = fuse;
   d->sub = ir_graph_clone(sub);
   d->n_in = node->n_inputs;
   d->n_out = node->n_outputs;

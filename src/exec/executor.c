@@ -221,7 +221,7 @@ static int compile_hook(void *ud, const ir_node *n, exec_instr *x) {
     const ir_attr *a = ir_node_attr(n, "Subgraph");
     if (!a || a->kind != IR_ATTR_GRAPH)
       return core_error(KILN_ERR_INVALID, "prim::DifferentiableGraph without a Subgraph");
-    diff_rt *d = diff_rt_new(a->g, n);
+    diff_rt *d = diff_rt_new(a->g, n, f->opts.fusion);
     diff_rt **v = d ? core_realloc(f->diffs, (size_t)(f->n_diffs + 1) * sizeof *v) : NULL;
     if (!v) {
       diff_rt_free(d);
@@ -294,6 +294,13 @@ static int optimize(exec_function *f) {
    * graph before profiling (exec_function_new). */
   if ((rc = pass_run(g, "cse")) < 0 || (rc = pass_run(g, "dce")) < 0) goto fail;
   jit_log("cleanup", g);
+  /* fuse what is left outside DifferentiableGraphs: the no-grad path and
+   * the non-differentiable regions of a training graph (their groups run
+   * unfused whenever an input requires grad) */
+  if (f->opts.fusion) {
+    if ((rc = pass_fuse(g)) < 0) goto fail;
+    jit_log("fuse", g);
+  }
   if ((rc = ir_graph_verify(g)) < 0) {
     core_error_prefix("profiling executor: the optimized graph is invalid: ");
     goto fail;
@@ -385,7 +392,14 @@ int exec_function_run(exec_function *f, const exec_value *inputs, exec_value *ou
   if (f->depth <= 0) {
     if (!f->simple_code) {
       /* no profiling, no specialization: the graph as it is, cleaned */
-      f->simple_code = exec_compile(f->graph, NULL); /* cleaned when made */
+      ir_graph *g = ir_graph_clone(f->graph); /* cleaned when made */
+      if (!g) return KILN_ERR_NOMEM;
+      if (f->opts.fusion && pass_fuse(g) < 0) {
+        ir_graph_free(g);
+        return -1;
+      }
+      f->simple_code = exec_compile(g, NULL);
+      ir_graph_free(g);
       if (!f->simple_code) return -1;
     }
     return exec_code_run(f->simple_code, inputs, outputs);

@@ -16,10 +16,23 @@ void exec_code_free(exec_code *c) {
     core_free(x->free);
     exec_value_clear(&x->k);
   }
+  for (int i = 0; i < c->n_owned; i++) c->owned[i].free_fn(c->owned[i].obj);
+  core_free(c->owned);
   core_free(c->instr);
   core_free(c->input_regs);
   core_free(c->output_regs);
   core_free(c);
+}
+
+int exec_code_own(exec_code *c, void *obj, void (*free_fn)(void *obj)) {
+  exec_owned *v = core_realloc(c->owned, (size_t)(c->n_owned + 1) * sizeof *v);
+  if (!v) {
+    free_fn(obj);
+    return KILN_ERR_NOMEM;
+  }
+  c->owned = v;
+  v[c->n_owned++] = (exec_owned){obj, free_fn};
+  return 0;
 }
 
 int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out) {

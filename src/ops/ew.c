@@ -12,10 +12,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "op.h"
-
-#define EW_TILE 1024
-#define EW_MAX_OPERANDS 3
+#include "ew.h"
 
 int op_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb,
                         const int64_t *b, int *nout, int64_t *out) {
@@ -79,16 +76,7 @@ kiln_dtype op_result_type(const op_val *operands, int n) {
   return r < 0 ? KILN_DTYPE_F32 : (kiln_dtype)r;
 }
 
-/* The plan shared by inference and execution. */
-typedef struct ew_plan {
-  int nin;
-  kiln_dtype compute, out_dtype;
-  int ndim;
-  int64_t shape[KILN_MAX_DIMS];
-  op_attrs attrs;
-} ew_plan;
-
-static int ew_plan_make(int op, const op_val *args, int n_args, ew_plan *p) {
+int op_ew_plan(int op, const op_val *args, int n_args, ew_plan *p) {
   const op_info *info = &op_table[op];
   char d[160];
   p->nin = info->n_operands;
@@ -137,7 +125,7 @@ static int ew_plan_make(int op, const op_val *args, int n_args, ew_plan *p) {
 
 int op_ew_infer(int op, const op_val *args, int n_args, op_meta *outs) {
   ew_plan p;
-  if (ew_plan_make(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  if (op_ew_plan(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
   outs[0].dtype = p.out_dtype;
   outs[0].ndim = p.ndim;
   memcpy(outs[0].shape, p.shape, sizeof p.shape);
@@ -164,18 +152,55 @@ static inline double load_conv(const char *src, kiln_dtype dt) {
   }
 }
 
-typedef struct ew_operand {
-  const char *base;          /* data of element [0..0] */
-  kiln_dtype dtype;
-  int64_t strides[KILN_MAX_DIMS]; /* aligned to the output's dims; 0 = broadcast */
-  bool direct;               /* contiguous over the output and in compute dtype */
-  const void *scalar_buf;    /* numel-1 operand: a tile of the value */
-} ew_operand;
+void op_ew_operand_init(ew_operand *o, const kiln_tensor *t, int ndim, const int64_t *shape) {
+  o->base = core_data(t);
+  o->dtype = t->dtype;
+  int lead = ndim - t->ndim;
+  for (int d = 0; d < ndim; d++) {
+    int td = d - lead;
+    o->strides[d] = (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td];
+  }
+  o->direct = t->ndim == ndim &&
+              memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0 && core_is_contiguous(t);
+}
 
-/* Copies n elements starting at flat output index i0 of operand o into buf,
- * converting to dtype cd. */
-static void gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i0,
-                   int64_t n, void *buf, kiln_dtype cd) {
+void op_ew_convert(void *dst, kiln_dtype dd, const void *src, kiln_dtype sd, int64_t n) {
+  size_t es = kiln_dtype_size(sd);
+  if (dd == sd) {
+    memcpy(dst, src, (size_t)n * es);
+    return;
+  }
+  if (dd == KILN_DTYPE_F32 && sd == KILN_DTYPE_F64) {
+    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
+    return;
+  }
+  if (dd == KILN_DTYPE_F64 && sd == KILN_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const float *)src)[i];
+    return;
+  }
+  for (int64_t i = 0; i < n; i++)
+    store_conv(dst, dd, i, load_conv((const char *)src + i * (int64_t)es, sd));
+}
+
+void op_ew_fill(void *buf, kiln_dtype dt, const op_val *v, int64_t n) {
+  if (dt == KILN_DTYPE_I64 && (v->tag == OP_VAL_INT || v->tag == OP_VAL_BOOL)) {
+    int64_t iv = v->tag == OP_VAL_INT ? v->i : v->b;
+    for (int64_t k = 0; k < n; k++) ((int64_t *)buf)[k] = iv;
+    return;
+  }
+  double val = op_val_num(v);
+  for (int64_t k = 0; k < n; k++) store_conv(buf, dt, k, val);
+}
+
+/* A tensor operand of the eager driver, with its scalar tile if it has one
+ * element. */
+typedef struct ew_arg {
+  ew_operand o;
+  const void *scalar_buf;
+} ew_arg;
+
+void op_ew_gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i0, int64_t n,
+                  void *buf, kiln_dtype cd) {
   int64_t idx[KILN_MAX_DIMS];
   int64_t rem = i0, off = 0;
   size_t es = kiln_dtype_size(o->dtype);
@@ -225,9 +250,9 @@ static void gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t 
 int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
   const op_info *info = &op_table[op];
   ew_plan p;
-  ew_operand ops[EW_MAX_OPERANDS];
+  ew_arg ops[EW_MAX_OPERANDS];
   _Alignas(64) char scalar_bufs[EW_MAX_OPERANDS][EW_TILE * 8];
-  if (ew_plan_make(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  if (op_ew_plan(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
   KILN_ASSERT(p.nin <= EW_MAX_OPERANDS);
   op_tile_fn tile = info->tiles[p.compute];
   size_t ces = kiln_dtype_size(p.compute);
@@ -238,37 +263,30 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
   int64_t fill = numel < EW_TILE ? numel : EW_TILE;
   bool all_direct = true;
   for (int i = 0; i < p.nin; i++) {
-    ew_operand *o = &ops[i];
+    ew_arg *o = &ops[i];
     const op_val *v = &args[i];
     o->scalar_buf = NULL;
-    o->direct = false;
+    o->o.direct = false;
     if (v->tag != OP_VAL_TENSOR || core_numel(v->t->ndim, v->t->shape) == 1) {
-      if (p.compute == KILN_DTYPE_I64 &&
-          (v->tag == OP_VAL_INT || (v->tag == OP_VAL_TENSOR && v->t->dtype == KILN_DTYPE_I64))) {
-        /* exact int64 (a double holds only 53 bits) */
-        int64_t iv = v->tag == OP_VAL_INT ? v->i : *(const int64_t *)core_data(v->t);
-        for (int64_t k = 0; k < fill; k++) ((int64_t *)scalar_bufs[i])[k] = iv;
+      if (v->tag == OP_VAL_TENSOR) {
+        /* exact: read the element in its own dtype, then fill */
+        op_val e;
+        switch (v->t->dtype) {
+        case KILN_DTYPE_I64: e = OPV_I(*(const int64_t *)core_data(v->t)); break;
+        case KILN_DTYPE_BOOL: e = OPV_B(*(const bool *)core_data(v->t)); break;
+        default: e = OPV_F(core_get_flat(v->t, 0)); break;
+        }
+        op_ew_fill(scalar_bufs[i], p.compute, &e, fill);
       } else {
-        double val = v->tag == OP_VAL_TENSOR ? core_get_flat(v->t, 0) : op_val_num(v);
-        for (int64_t k = 0; k < fill; k++) store_conv(scalar_bufs[i], p.compute, k, val);
+        op_ew_fill(scalar_bufs[i], p.compute, v, fill);
       }
       o->scalar_buf = scalar_bufs[i];
       if (numel > 1) all_direct = false;
-      else o->direct = false;
       continue;
     }
-    const kiln_tensor *t = v->t;
-    o->base = core_data(t);
-    o->dtype = t->dtype;
-    int lead = p.ndim - t->ndim;
-    for (int d = 0; d < p.ndim; d++) {
-      int td = d - lead;
-      o->strides[d] = (td < 0 || t->shape[td] == 1) ? 0 : t->strides[td];
-    }
-    bool same_shape = t->ndim == p.ndim &&
-                      memcmp(t->shape, p.shape, (size_t)p.ndim * sizeof *p.shape) == 0;
-    o->direct = same_shape && t->dtype == p.compute && core_is_contiguous(t);
-    if (!o->direct) all_direct = false;
+    op_ew_operand_init(&o->o, v->t, p.ndim, p.shape);
+    o->o.direct &= v->t->dtype == p.compute;
+    if (!o->o.direct) all_direct = false;
   }
   char *outp = core_data(out);
   if (numel == 0) return 0;
@@ -278,7 +296,7 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     const void *in[EW_MAX_OPERANDS];
     if (numel < OP_PARALLEL_MIN) {
       for (int i = 0; i < p.nin; i++)
-        in[i] = ops[i].scalar_buf ? ops[i].scalar_buf : ops[i].base;
+        in[i] = ops[i].scalar_buf ? ops[i].scalar_buf : ops[i].o.base;
       tile(outp, in, numel, &p.attrs);
       return 0;
     }
@@ -286,7 +304,7 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
 #pragma omp parallel for schedule(static) private(in)
     for (int64_t c = 0; c < n_chunks; c++) {
       int64_t i0 = c * 16384, n = numel - i0 < 16384 ? numel - i0 : 16384;
-      for (int i = 0; i < p.nin; i++) in[i] = ops[i].base + i0 * (int64_t)ces;
+      for (int i = 0; i < p.nin; i++) in[i] = ops[i].o.base + i0 * (int64_t)ces;
       tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
     }
     return 0;
@@ -298,13 +316,13 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     const void *in[EW_MAX_OPERANDS];
     int64_t i0 = tix * EW_TILE, n = numel - i0 < EW_TILE ? numel - i0 : EW_TILE;
     for (int i = 0; i < p.nin; i++) {
-      const ew_operand *o = &ops[i];
+      const ew_arg *o = &ops[i];
       if (o->scalar_buf)
         in[i] = o->scalar_buf;
-      else if (o->direct)
-        in[i] = o->base + i0 * (int64_t)ces;
+      else if (o->o.direct)
+        in[i] = o->o.base + i0 * (int64_t)ces;
       else {
-        gather(o, p.ndim, p.shape, i0, n, bufs[i], p.compute);
+        op_ew_gather(&o->o, p.ndim, p.shape, i0, n, bufs[i], p.compute);
         in[i] = bufs[i];
       }
     }

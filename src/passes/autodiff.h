@@ -85,5 +85,8 @@ int pass_create_autodiff_subgraphs(ir_graph *g, int min_size);
 /* Puts each DifferentiableGraph behind RequiresGradCheck + If with a
  * prim::FallbackGraph else-branch. Returns how many were guarded. */
 int pass_guard_autodiff_subgraphs(ir_graph *g);
+/* Groups runs of >= 2 fusible elementwise ops into prim::FusionGroup nodes
+ * (fuse.c). Returns how many groups were made. */
+int pass_fuse(ir_graph *g);
 
 #endif

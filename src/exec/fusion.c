@@ -1,0 +1,442 @@
+/* src/exec/fusion.c: the fused-kernel executor for prim::FusionGroup.
+ *
+ * Note [Fused tiles]: a group is a chain of elementwise ops. Its output
+ * index space (the broadcast of its tensor inputs) is walked in tiles of
+ * EW_TILE elements; for each tile the inputs are gathered once into small
+ * buffers and every op of the chain runs its own tile kernel from the op
+ * table on them, so intermediates live only in L1/L2 and only the group's
+ * outputs reach memory (numexpr's approach: most of a compiler's benefit,
+ * no compiler). Tiles run in parallel. A kernel is keyed by the inputs'
+ * dtypes only (shape-polymorphic): broadcasting is resolved per call. When
+ * an input requires grad (with grad mode on) the group runs unfused through
+ * the interpreter, so eager autograd records it; fusion then happens inside
+ * DifferentiableGraphs, whose forward and backward run without recording. */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "fusion.h"
+#include "ops/ew.h"
+
+#define MAX_ARGS 8
+
+static _Atomic int64_t kernels_compiled;
+
+int64_t kiln_fused_kernels_compiled(void) { return atomic_load(&kernels_compiled); }
+
+/* An operand or argument of a step. */
+typedef enum { SRC_INPUT, SRC_STEP, SRC_CONST } src_kind;
+
+typedef struct fsrc {
+  uint8_t kind;
+  int index;       /* input or step */
+  op_val k;        /* SRC_CONST */
+} fsrc;
+
+typedef struct fstep {
+  int op;
+  int n_args;
+  fsrc args[MAX_ARGS];
+} fstep;
+
+typedef struct kstep {
+  op_tile_fn tile;
+  kiln_dtype compute, out;
+  op_attrs attrs;
+} kstep;
+
+typedef struct fkernel {
+  int8_t sig[64];  /* per input: dtype, or -1 for numbers (tier in sig_tier) */
+  int8_t tier[64]; /* 0 wrapped number, 1 zero-dim, 2 dimensioned */
+  kstep *steps;
+} fkernel;
+
+struct fused_group {
+  uint64_t hash;       /* the program's structure (ops, constants, wiring) */
+  ir_graph *sub;
+  int n_in, n_out;
+  fstep *steps;
+  int n_steps;
+  int *out_step;
+  exec_code *plain;
+};
+
+void fused_group_free(void *p) {
+  fused_group *f = p;
+  if (!f) return;
+  for (int s = 0; s < f->n_steps; s++)
+    for (int a = 0; a < f->steps[s].n_args; a++)
+      if (f->steps[s].args[a].k.tag == OP_VAL_STR) core_free((void *)f->steps[s].args[a].k.s);
+  core_free(f->steps);
+  core_free(f->out_step);
+  exec_code_free(f->plain);
+  ir_graph_free(f->sub);
+  core_free(f);
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Note [Kernel cache]: kernels are cached process-wide by the program's
+ * structure and the inputs' dtypes, so the same chain met again (another
+ * batch size re-traced inside a DifferentiableGraph, another function)
+ * reuses its kernel. */
+#define KCACHE 256
+static struct {
+  uint64_t hash;
+  fkernel *k;
+} kcache[KCACHE];
+static int kcache_next;
+
+static int const_of(const ir_node *n, op_val *out) {
+  exec_value v;
+  if (exec_constant_value(n, &v) < 0) return -1;
+  switch (v.tag) {
+  case EXEC_V_NONE: *out = OPV_NONE; return 0;
+  case EXEC_V_INT: *out = OPV_I(v.i); return 0;
+  case EXEC_V_FLOAT: *out = OPV_F(v.f); return 0;
+  case EXEC_V_BOOL: *out = OPV_B(v.b); return 0;
+  case EXEC_V_STR: *out = OPV_S(v.s); return 0; /* ownership moves to the step */
+  default:
+    exec_value_clear(&v);
+    return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: unsupported constant");
+  }
+}
+
+fused_group *fused_group_new(const ir_graph *sub) {
+  fused_group *f = core_calloc(1, sizeof *f);
+  if (!f) return NULL;
+  f->sub = ir_graph_clone(sub);
+  if (!f->sub) goto fail;
+  const ir_block *top = ir_graph_top(f->sub);
+  f->n_in = ir_block_n_params(top);
+  f->n_out = ir_block_n_returns(top);
+  int n_nodes = 0;
+  for (const ir_node *n = top->first; n; n = n->next) n_nodes++;
+  f->steps = core_calloc((size_t)(n_nodes ? n_nodes : 1), sizeof *f->steps);
+  f->out_step = core_calloc((size_t)(f->n_out ? f->n_out : 1), sizeof *f->out_step);
+  int n_vals = ir_graph_value_count(f->sub);
+  int *step_of = core_alloc((size_t)(n_vals ? n_vals : 1) * sizeof *step_of);
+  int *input_of = core_alloc((size_t)(n_vals ? n_vals : 1) * sizeof *input_of);
+  const ir_node **const_of_val = core_calloc((size_t)(n_vals ? n_vals : 1), sizeof *const_of_val);
+  if (!f->steps || !f->out_step || !step_of || !input_of || !const_of_val) {
+    core_free(step_of);
+    core_free(input_of);
+    core_free(const_of_val);
+    goto fail;
+  }
+  for (int i = 0; i < n_vals; i++) step_of[i] = input_of[i] = -1;
+  for (int i = 0; i < f->n_in; i++) input_of[ir_block_param(top, i)->id] = i;
+  int rc = 0;
+  for (const ir_node *n = top->first; n && rc == 0; n = n->next) {
+    if (n->prim == IR_PRIM_CONSTANT) {
+      const_of_val[n->outputs[0]->id] = n;
+      continue;
+    }
+    if (n->op < 0 || !(op_table[n->op].flags & OPF_ELEMENTWISE) || n->n_outputs != 1 ||
+        n->n_inputs > MAX_ARGS) {
+      rc = core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: %s cannot be fused", ir_node_kind(n));
+      break;
+    }
+    fstep *s = &f->steps[f->n_steps];
+    s->op = n->op;
+    s->n_args = n->n_inputs;
+    for (int a = 0; a < n->n_inputs && rc == 0; a++) {
+      int id = n->inputs[a]->id;
+      if (input_of[id] >= 0) s->args[a] = (fsrc){.kind = SRC_INPUT, .index = input_of[id]};
+      else if (step_of[id] >= 0) s->args[a] = (fsrc){.kind = SRC_STEP, .index = step_of[id]};
+      else if (const_of_val[id]) {
+        s->args[a].kind = SRC_CONST;
+        rc = const_of(const_of_val[id], &s->args[a].k);
+      } else
+        rc = core_error(KILN_ERR_INVALID, "FusionGroup: an input of %s is undefined", ir_node_kind(n));
+    }
+    step_of[n->outputs[0]->id] = f->n_steps++;
+  }
+  uint64_t h = mix(0xf05e, (uint64_t)f->n_in);
+  for (int st = 0; st < f->n_steps; st++) {
+    h = mix(h, (uint64_t)f->steps[st].op);
+    for (int a = 0; a < f->steps[st].n_args; a++) {
+      const fsrc *src = &f->steps[st].args[a];
+      h = mix(mix(h, src->kind), (uint64_t)src->index);
+      if (src->kind == SRC_CONST) {
+        double d = op_val_num(&src->k);
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof bits);
+        h = mix(mix(h, src->k.tag), bits);
+        if (src->k.tag == OP_VAL_STR)
+          for (const char *c = src->k.s; *c; c++) h = mix(h, (unsigned char)*c);
+      }
+    }
+  }
+  for (int o = 0; o < f->n_out && rc == 0; o++) {
+    int id = ir_block_return(top, o)->id;
+    if (step_of[id] < 0) rc = core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: output %d is not computed", o);
+    f->out_step[o] = step_of[id];
+  }
+  core_free(step_of);
+  core_free(input_of);
+  core_free(const_of_val);
+  if (rc < 0) goto fail;
+  for (int o = 0; o < f->n_out; o++) h = mix(h, (uint64_t)f->out_step[o]);
+  f->hash = h;
+  return f;
+fail:
+  fused_group_free(f);
+  return NULL;
+}
+
+/* ---- kernels (per input dtypes) ------------------------------------------------ */
+
+static int input_sig(const exec_value *v, int8_t *dt, int8_t *tier) {
+  switch (v->tag) {
+  case EXEC_V_TENSOR:
+    *dt = (int8_t)v->t->dtype;
+    *tier = v->t->wrapped_number ? 0 : v->t->ndim == 0 ? 1 : 2;
+    return 0;
+  case EXEC_V_INT: *dt = KILN_DTYPE_I64; *tier = 0; return 0;
+  case EXEC_V_FLOAT: *dt = KILN_DTYPE_F64; *tier = 0; return 0;
+  case EXEC_V_BOOL: *dt = KILN_DTYPE_BOOL; *tier = 0; return 0;
+  default: return core_error(KILN_ERR_INVALID, "FusionGroup: a %s input", exec_tag_name(v->tag));
+  }
+}
+
+static fkernel *kernel_for(fused_group *f, const exec_value *in) {
+  int8_t sig[64], tier[64];
+  if (f->n_in > 64) {
+    core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 inputs");
+    return NULL;
+  }
+  for (int i = 0; i < f->n_in; i++)
+    if (input_sig(&in[i], &sig[i], &tier[i]) < 0) return NULL;
+  uint64_t key = f->hash;
+  for (int i = 0; i < f->n_in; i++) key = mix(mix(key, (uint64_t)(sig[i] + 1)), (uint64_t)tier[i]);
+  for (int k = 0; k < KCACHE; k++)
+    if (kcache[k].k && kcache[k].hash == key && !memcmp(kcache[k].k->sig, sig, (size_t)f->n_in) &&
+        !memcmp(kcache[k].k->tier, tier, (size_t)f->n_in))
+      return kcache[k].k;
+  fkernel *kn = core_calloc(1, sizeof *kn);
+  kn->steps = kn ? core_calloc((size_t)(f->n_steps ? f->n_steps : 1), sizeof *kn->steps) : NULL;
+  kiln_tensor *fakes = core_calloc((size_t)(f->n_steps + f->n_in + 1), sizeof *fakes);
+  if (!kn || !kn->steps || !fakes) goto fail;
+  memcpy(kn->sig, sig, (size_t)f->n_in);
+  memcpy(kn->tier, tier, (size_t)f->n_in);
+  /* Simulate dtype promotion on data-less stand-ins: one per input and
+   * per step result, of the right dtype and tier. */
+  kiln_tensor *fin = fakes + f->n_steps;
+  for (int i = 0; i < f->n_in; i++) {
+    fin[i].dtype = (kiln_dtype)sig[i];
+    fin[i].ndim = tier[i] == 2 ? 1 : 0;
+    fin[i].shape[0] = 1;
+    fin[i].wrapped_number = tier[i] == 0;
+  }
+  int8_t step_tier[FUSION_MAX_STEPS];
+  for (int s = 0; s < f->n_steps; s++) {
+    const fstep *st = &f->steps[s];
+    op_val args[MAX_ARGS];
+    int t = 0;
+    for (int a = 0; a < st->n_args; a++) {
+      const fsrc *src = &st->args[a];
+      if (src->kind == SRC_CONST) {
+        args[a] = src->k;
+      } else if (src->kind == SRC_INPUT) {
+        if (in[src->index].tag == EXEC_V_TENSOR)
+          args[a] = OPV_T(&fin[src->index]);
+        else if (exec_value_as_op((exec_value *)&in[src->index], &args[a]) < 0)
+          goto fail;
+        if (tier[src->index] > t) t = tier[src->index];
+      } else {
+        args[a] = OPV_T(&fakes[src->index]);
+        if (step_tier[src->index] > t) t = step_tier[src->index];
+      }
+    }
+    ew_plan p;
+    if (op_ew_plan(st->op, args, st->n_args, &p) < 0) goto fail;
+    kn->steps[s] = (kstep){op_table[st->op].tiles[p.compute], p.compute, p.out_dtype, p.attrs};
+    fakes[s].dtype = p.out_dtype;
+    fakes[s].ndim = t == 2 ? 1 : 0;
+    fakes[s].shape[0] = 1;
+    step_tier[s] = (int8_t)(t == 0 ? 1 : t); /* a result is a tensor, never a wrapped number */
+  }
+  core_free(fakes);
+  int slot = kcache_next++ % KCACHE;
+  if (kcache[slot].k) {
+    core_free(kcache[slot].k->steps);
+    core_free(kcache[slot].k);
+  }
+  kcache[slot].hash = key;
+  kcache[slot].k = kn;
+  atomic_fetch_add(&kernels_compiled, 1);
+  return kn;
+fail:
+  core_free(fakes);
+  if (kn) core_free(kn->steps);
+  core_free(kn);
+  return NULL;
+}
+
+/* ---- running ------------------------------------------------------------------------ */
+
+static int run_plain(fused_group *f, exec_value *in, exec_value *out) {
+  if (!f->plain && !(f->plain = exec_compile(f->sub, NULL))) return -1;
+  return exec_code_run(f->plain, in, out);
+}
+
+int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
+  int ndim = 0, rc = 0;
+  int64_t shape[KILN_MAX_DIMS];
+  bool grad_on = kiln_is_grad_enabled();
+  for (int i = 0; i < f->n_in; i++) {
+    if (in[i].tag != EXEC_V_TENSOR) continue;
+    const kiln_tensor *t = in[i].t;
+    if (t->device != CORE_DEVICE_CPU || (grad_on && t->requires_grad)) return run_plain(f, in, out);
+    if (op_broadcast_shapes("prim::FusionGroup", ndim, shape, t->ndim, t->shape, &ndim, shape) < 0) {
+      kiln_clear_error(); /* inputs of independent parts: let the ops decide */
+      return run_plain(f, in, out);
+    }
+  }
+  int64_t numel = core_numel(ndim, shape);
+  /* every output must span the whole index space: all steps are computed
+   * over it (inputs broadcast), which is right for the steps themselves,
+   * but an output narrower than it must keep its own shape: run unfused */
+  {
+    int8_t sh_nd[FUSION_MAX_STEPS];
+    int64_t sh[FUSION_MAX_STEPS][KILN_MAX_DIMS];
+    if (f->n_steps > FUSION_MAX_STEPS || numel == 0) return run_plain(f, in, out);
+    for (int s = 0; s < f->n_steps; s++) {
+      int nd = 0;
+      int64_t cur[KILN_MAX_DIMS];
+      for (int a = 0; a < f->steps[s].n_args; a++) {
+        const fsrc *src = &f->steps[s].args[a];
+        if (src->kind == SRC_INPUT && in[src->index].tag == EXEC_V_TENSOR) {
+          const kiln_tensor *t = in[src->index].t;
+          op_broadcast_shapes("prim::FusionGroup", nd, cur, t->ndim, t->shape, &nd, cur);
+        } else if (src->kind == SRC_STEP) {
+          op_broadcast_shapes("prim::FusionGroup", nd, cur, sh_nd[src->index], sh[src->index], &nd,
+                              cur);
+        }
+      }
+      sh_nd[s] = (int8_t)nd;
+      memcpy(sh[s], cur, (size_t)nd * sizeof *cur);
+    }
+    for (int o = 0; o < f->n_out; o++) {
+      int s = f->out_step[o];
+      if (sh_nd[s] != ndim || memcmp(sh[s], shape, (size_t)ndim * sizeof *shape))
+        return run_plain(f, in, out);
+    }
+  }
+  fkernel *kn = kernel_for(f, in);
+  if (!kn) return -1;
+  kiln_tensor *outs[64];
+  if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
+  memset(outs, 0, sizeof outs);
+  for (int o = 0; o < f->n_out; o++) {
+    outs[o] = core_tensor_new(ndim, shape, kn->steps[f->out_step[o]].out);
+    if (!outs[o]) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
+  }
+  /* per-output-step destination */
+  int n_steps = f->n_steps;
+  int8_t *writes_to = core_alloc((size_t)(n_steps ? n_steps : 1));
+  if (!writes_to) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
+  for (int s = 0; s < n_steps; s++) writes_to[s] = -1;
+  for (int o = 0; o < f->n_out; o++) writes_to[f->out_step[o]] = (int8_t)o;
+  ew_operand ops[64];
+  for (int i = 0; i < f->n_in; i++)
+    if (in[i].tag == EXEC_V_TENSOR) op_ew_operand_init(&ops[i], in[i].t, ndim, shape);
+  int64_t n_tiles = (numel + EW_TILE - 1) / EW_TILE;
+  size_t slot = EW_TILE * 8;
+  int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
+  int failed = 0;
+#pragma omp parallel if (numel >= OP_PARALLEL_MIN)
+  {
+    char *mem = core_alloc_aligned(slot * (size_t)n_bufs);
+    if (!mem) {
+#pragma omp atomic write
+      failed = 1;
+    }
+#pragma omp for schedule(static)
+    for (int64_t tix = 0; tix < n_tiles; tix++) {
+      if (!mem) continue;
+      int64_t i0 = tix * EW_TILE, n = numel - i0 < EW_TILE ? numel - i0 : EW_TILE;
+      char *inbuf = mem, *stepbuf = mem + slot * (size_t)f->n_in,
+           *conv = mem + slot * (size_t)(f->n_in + n_steps);
+      const void *inptr[64];
+      for (int i = 0; i < f->n_in; i++) {
+        char *b = inbuf + slot * (size_t)i;
+        if (in[i].tag == EXEC_V_TENSOR) {
+          if (ops[i].direct)
+            inptr[i] = ops[i].base + i0 * (int64_t)kiln_dtype_size(ops[i].dtype);
+          else {
+            op_ew_gather(&ops[i], ndim, shape, i0, n, b, ops[i].dtype);
+            inptr[i] = b;
+          }
+        } else {
+          inptr[i] = NULL; /* numbers: filled per use below */
+        }
+      }
+      for (int s = 0; s < n_steps; s++) {
+        const fstep *st = &f->steps[s];
+        const kstep *ks = &kn->steps[s];
+        const void *opnd[EW_MAX_OPERANDS];
+        int nin = op_table[st->op].n_operands;
+        for (int a = 0; a < nin; a++) {
+          const fsrc *src = &st->args[a];
+          char *cb = conv + slot * (size_t)a;
+          if (src->kind == SRC_CONST || (src->kind == SRC_INPUT && in[src->index].tag != EXEC_V_TENSOR)) {
+            op_val v = src->k;
+            if (src->kind == SRC_INPUT) exec_value_as_op(&in[src->index], &v);
+            op_ew_fill(cb, ks->compute, &v, n);
+            opnd[a] = cb;
+            continue;
+          }
+          const void *p;
+          kiln_dtype dt;
+          if (src->kind == SRC_INPUT) {
+            p = inptr[src->index];
+            dt = ops[src->index].dtype;
+          } else {
+            int w = writes_to[src->index];
+            p = w >= 0 ? (const char *)core_data(outs[w]) + i0 * (int64_t)kiln_dtype_size(kn->steps[src->index].out)
+                       : stepbuf + slot * (size_t)src->index;
+            dt = kn->steps[src->index].out;
+          }
+          if (dt != ks->compute) {
+            op_ew_convert(cb, ks->compute, p, dt, n);
+            p = cb;
+          }
+          opnd[a] = p;
+        }
+        int w = writes_to[s];
+        void *dst = w >= 0 ? (char *)core_data(outs[w]) + i0 * (int64_t)kiln_dtype_size(ks->out)
+                           : stepbuf + slot * (size_t)s;
+        ks->tile(dst, opnd, n, &ks->attrs);
+      }
+    }
+    core_free_aligned(mem);
+  }
+  core_free(writes_to);
+  if (failed) {
+    rc = core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers");
+    goto done;
+  }
+  for (int o = 0; o < f->n_out; o++) {
+    out[o] = (exec_value){.tag = EXEC_V_TENSOR, .t = outs[o]};
+    outs[o] = NULL;
+  }
+done:
+  for (int o = 0; o < f->n_out; o++) kiln_release(outs[o]);
+  return rc;
+}
+
+int fused_group_prim(const exec_instr *x, exec_value *in, exec_value *out) {
+  return fused_group_run(x->k.obj, in, out);
+}

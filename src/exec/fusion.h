@@ -1,0 +1,21 @@
+/* src/exec/fusion.h: prim::FusionGroup's run-time object (fusion.c). */
+#ifndef KILN_EXEC_FUSION_H
+#define KILN_EXEC_FUSION_H
+
+#include "interp.h"
+
+/* Most ops a fusion group may hold (the fusion pass respects it). */
+#define FUSION_MAX_STEPS 64
+
+typedef struct fused_group fused_group;
+
+/* Builds the group from its Subgraph (elementwise ops and constants).
+ * NULL with the error set if it holds anything else. */
+fused_group *fused_group_new(const ir_graph *sub);
+void fused_group_free(void *f);
+/* Runs the group (Note [Fused tiles]). inputs borrowed; outputs new. */
+int fused_group_run(fused_group *f, exec_value *in, exec_value *out);
+/* EXEC_I_PRIM entry: x->k.obj is the fused_group. */
+int fused_group_prim(const exec_instr *x, exec_value *in, exec_value *out);
+
+#endif

@@ -1,0 +1,158 @@
+/* src/passes/fuse.c: the fusion pass: groups runs of elementwise ops (the
+ * op table's OPF_FUSIBLE flag; never a list of names) into
+ * prim::FusionGroup nodes run by the fused-kernel executor.
+ *   before: %3 = aten::mul(%x, %a); %4 = aten::add(%3, %b, %1); %5 = aten::sigmoid(%4)
+ *   after:  %5 = prim::FusionGroup_0(%x, %a, %b)
+ *           with prim::FusionGroup_0 = graph(%x, %a, %b): ... return (%5)
+ * A node joins when its operands are tensors or numbers, its other
+ * arguments are constants (they are copied in), and it reads a result of
+ * the run or a tensor the run reads (so a group is one broadcast family). Runs of fewer than two ops
+ * stay as they are. Fusion never changes what a graph computes: a group
+ * whose inputs require grad runs unfused (Note [Fused tiles]). */
+#include <string.h>
+
+#include "autodiff.h"
+
+#define MAX_GROUP 64
+
+static bool is_constant(const ir_value *v) { return v->node && v->node->prim == IR_PRIM_CONSTANT; }
+
+static bool fusible(const ir_node *n) {
+  if (n->op < 0 || n->n_blocks || n->n_outputs != 1) return false;
+  const op_info *info = &op_table[n->op];
+  if (!(info->flags & OPF_FUSIBLE) || (info->flags & OPF_RANDOM)) return false;
+  if (n->outputs[0]->type->kind != IR_TYPE_TENSOR) return false;
+  for (int i = 0; i < n->n_inputs; i++) {
+    const ir_type *t = n->inputs[i]->type;
+    if (i < info->n_operands) {
+      if (t->kind != IR_TYPE_TENSOR && t->kind != IR_TYPE_INT && t->kind != IR_TYPE_FLOAT &&
+          t->kind != IR_TYPE_BOOL && t->kind != IR_TYPE_NUMBER)
+        return false;
+    } else if (!is_constant(n->inputs[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+typedef struct run {
+  ir_node *v[MAX_GROUP];
+  int n;
+} run;
+
+static bool in_run(const run *r, const ir_node *n) {
+  for (int i = 0; i < r->n; i++)
+    if (r->v[i] == n) return true;
+  return false;
+}
+
+static bool used_outside(const run *r, const ir_value *v) {
+  for (int u = 0; u < v->n_uses; u++)
+    if (!in_run(r, v->uses[u].user)) return true;
+  return false;
+}
+
+static int collapse(ir_graph *g, run *r) {
+  ir_graph *sub = ir_graph_new();
+  ir_value_map *map = ir_value_map_new();
+  ir_node *fg = ir_node_new_prim(g, IR_PRIM_FUSION_GROUP);
+  ir_value *ext[MAX_GROUP * 4], *outs[MAX_GROUP];
+  int n_ext = 0, n_outs = 0, rc = 0;
+  if (!sub || !map || !fg) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
+  ir_block *top = ir_graph_top(sub);
+  for (int i = 0; i < r->n && rc == 0; i++) {
+    ir_node *n = r->v[i];
+    for (int k = 0; k < n->n_inputs && rc == 0; k++) {
+      ir_value *v = n->inputs[k];
+      if (ir_value_map_get(map, v) || (v->node && in_run(r, v->node))) continue;
+      if (is_constant(v)) {
+        ir_node *c = ir_node_copy_into(sub, v->node, map);
+        if (!c) rc = KILN_ERR_NOMEM;
+        else ir_node_append(top, c);
+        continue;
+      }
+      ir_value *p = ir_block_add_param(top, v->type, v->name);
+      if (!p || ir_value_map_set(map, v, p) < 0) rc = KILN_ERR_NOMEM;
+      else ext[n_ext++] = v;
+    }
+    if (rc < 0) break;
+    ir_node *c = ir_node_copy_into(sub, n, map);
+    if (!c) {
+      rc = KILN_ERR_NOMEM;
+      break;
+    }
+    ir_node_append(top, c);
+    if (used_outside(r, n->outputs[0])) {
+      outs[n_outs++] = n->outputs[0];
+      if (ir_block_add_return(top, ir_value_map_get(map, n->outputs[0])) < 0) rc = KILN_ERR_NOMEM;
+    }
+  }
+  if (rc < 0) goto done;
+  for (int i = 0; i < n_ext; i++)
+    if (ir_node_add_input(fg, ext[i]) < 0) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
+  ir_node_insert_after(fg, r->v[r->n - 1]);
+  for (int i = 0; i < n_outs; i++) {
+    ir_value *o = ir_node_add_output(fg, outs[i]->type);
+    if (!o || ir_value_replace_all_uses(outs[i], o) < 0) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
+  }
+  rc = ir_node_set_g(fg, "Subgraph", sub);
+  sub = NULL;
+  if (rc < 0) goto done;
+  for (int i = r->n - 1; i >= 0 && rc == 0; i--) rc = ir_node_remove(r->v[i]);
+  if (rc == 0) rc = 1;
+done:
+  ir_graph_free(sub);
+  ir_value_map_free(map);
+  return rc;
+}
+
+static int flush(ir_graph *g, run *r) {
+  int ops = r->n, rc = 0;
+  if (ops >= 2) rc = collapse(g, r);
+  r->n = 0;
+  return rc;
+}
+
+static int fuse_block(ir_graph *g, ir_block *b) {
+  int made = 0, rc;
+  run r = {.n = 0};
+  for (ir_node *n = b->first, *next; n; n = next) {
+    next = n->next;
+    for (int i = 0; i < n->n_blocks; i++) {
+      if ((rc = fuse_block(g, n->blocks[i])) < 0) return rc;
+      made += rc;
+    }
+    if (fusible(n)) {
+      /* a group is connected (each op reads an earlier one's result), so
+       * all of it shares one broadcast index space */
+      bool connected = r.n == 0;
+      for (int i = 0; i < n->n_inputs && !connected; i++) {
+        const ir_value *v = n->inputs[i];
+        if (v->node && in_run(&r, v->node)) connected = true; /* reads a result */
+        else if (v->type->kind == IR_TYPE_TENSOR)              /* shares an input */
+          for (int u = 0; u < v->n_uses && !connected; u++) connected = in_run(&r, v->uses[u].user);
+      }
+      if (!connected || r.n == MAX_GROUP) {
+        if ((rc = flush(g, &r)) < 0) return rc;
+        made += rc;
+      }
+      r.v[r.n++] = n;
+    } else if (n->prim != IR_PRIM_CONSTANT) {
+      if ((rc = flush(g, &r)) < 0) return rc;
+      made += rc;
+    }
+  }
+  if ((rc = flush(g, &r)) < 0) return rc;
+  return made + rc;
+}
+
+int pass_fuse(ir_graph *g) { return fuse_block(g, ir_graph_top(g)); }
