@@ -446,6 +446,10 @@ KILN_API void kiln_lazy_set_cache_size(int n);
  * first: "input 2: shape [128, 784] -> [64, 784]". Borrowed strings, valid
  * until the next reset. */
 KILN_API int kiln_lazy_n_recompile_reasons(void);
+/* TorchScript-style text of the last graph kiln_mark_step compiled, after
+ * the passes (constant folding, peepholes, CSE, DCE, fusion); malloc'd, or
+ * NULL if none. */
+KILN_API char *kiln_lazy_last_compiled_graph(void);
 KILN_API const char *kiln_lazy_recompile_reason(int i);
 
 /* ===================================================================== */

@@ -8,11 +8,13 @@
  * roots. Values never enter it, so each step of a loop hits the cache; a
  * new shape, a new op, or a different set of roots misses. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "code.h"
-#include "prims.h"
+#include "interp.h"
+#include "passes/autodiff.h"
+#include "passes/passes.h"
 
 typedef struct sig_input {
   op_meta meta;
@@ -119,141 +121,49 @@ static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
   return 0;
 }
 
-/* ---- compile: lazy graph -> instruction code ----------------------------------- */
+/* ---- compile: lazy graph -> IR -> passes -> instruction code ------------ */
 
-static int new_reg(exec_code *c) { return c->n_regs++; }
+static char *last_graph; /* text of the last compiled graph (debugging) */
 
+/* Note [Lazy compile]: a pending graph becomes an IR graph whose inputs are
+ * its device data (Scalars too: they are inputs, so a new learning rate
+ * reuses the compiled graph), then goes through the JIT's passes (constant
+ * folding, peepholes, CSE, DCE, fusion) and the interpreter's compiler. */
 static int compile(const sync_graph *g, exec_code **out) {
-  exec_code *c = exec_code_new();
-  int *reg = core_alloc((size_t)(g->n_order ? g->n_order : 1) * sizeof *reg);
-  int rc = 0;
-  if (!c || !reg) {
-    rc = KILN_ERR_NOMEM;
-    goto fail;
+  lazy_value *ins = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof *ins);
+  pass_lazy_graph lg = {0};
+  int rc;
+  if (!ins) return KILN_ERR_NOMEM;
+  for (int i = 0; i < g->n_inputs; i++) ins[i] = (lazy_value){g->inputs[i], 0};
+  rc = pass_lazy_to_ir(ins, g->n_inputs, g->roots, g->n_roots, PASS_LAZY_SCALARS_AS_INPUTS, &lg);
+  core_free(ins);
+  if (rc < 0) return rc;
+  if (lg.n_extra) {
+    rc = core_error(KILN_ERR_STATE, "lazy compile: %d device data outside the graph's inputs",
+                    lg.n_extra);
+    goto done;
   }
-  /* each node's first output register; outputs are consecutive */
-  c->input_regs = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof(int));
-  c->output_regs = core_alloc((size_t)(g->n_roots ? g->n_roots : 1) * sizeof(int));
-  if (!c->input_regs || !c->output_regs) {
-    rc = KILN_ERR_NOMEM;
-    goto fail;
-  }
-  for (int i = 0; i < g->n_order; i++) {
-    lazy_node *x = g->order[i];
-    reg[i] = c->n_regs;
-    c->n_regs += x->n_outs;
-    if (x->op == LAZY_DATA) c->input_regs[c->n_inputs++] = reg[i];
-  }
-  for (int i = 0; i < g->n_order; i++) {
-    lazy_node *x = g->order[i];
-    if (x->op == LAZY_DATA) continue;
-    const op_info *info = &op_table[x->op];
-    int args[32];
-    if (x->n_args > 32) {
-      rc = core_error(KILN_ERR_UNSUPPORTED, "%s: too many arguments", info->name);
-      goto fail;
-    }
-    for (int k = 0; k < x->n_args; k++) {
-      int oi = x->arg_operand[k];
-      switch (x->arg_kind[k]) {
-      case LAZY_ARG_TENSOR:
-      case LAZY_ARG_SCALAR:
-        args[k] = reg[x->operands[oi].node->post_id] + x->operands[oi].index;
-        break;
-      case LAZY_ARG_TENSORS: {
-        int cnt = x->args[k].ts.n, ix = exec_code_add(c, EXEC_I_PRIM, cnt, 1);
-        if (ix < 0) {
-          rc = ix;
-          goto fail;
-        }
-        exec_instr *li = &c->instr[ix];
-        li->prim = exec_prim_list_construct;
-        li->name = "prim::ListConstruct";
-        for (int j = 0; j < cnt; j++)
-          li->in[j] = reg[x->operands[oi + j].node->post_id] + x->operands[oi + j].index;
-        li->out[0] = args[k] = new_reg(c);
-        break;
-      }
-      default: {
-        int ix = exec_code_add(c, EXEC_I_CONST, 0, 1);
-        if (ix < 0) {
-          rc = ix;
-          goto fail;
-        }
-        exec_instr *ci = &c->instr[ix];
-        const op_val *v = &x->args[k];
-        ci->name = "prim::Constant";
-        switch (v->tag) {
-        case OP_VAL_INT: ci->k = (exec_value){.tag = EXEC_V_INT, .i = v->i}; break;
-        case OP_VAL_FLOAT: ci->k = (exec_value){.tag = EXEC_V_FLOAT, .f = v->f}; break;
-        case OP_VAL_BOOL: ci->k = (exec_value){.tag = EXEC_V_BOOL, .b = v->b}; break;
-        case OP_VAL_STR:
-          ci->k = (exec_value){.tag = EXEC_V_STR, .s = core_strdup(v->s)};
-          if (!ci->k.s) {
-            ci->k.tag = EXEC_V_NONE;
-            rc = KILN_ERR_NOMEM;
-            goto fail;
-          }
-          break;
-        case OP_VAL_INTS: {
-          exec_value items[KILN_MAX_DIMS * 4];
-          int cnt = v->ints.n < (int)(sizeof items / sizeof *items) ? v->ints.n : 0;
-          for (int j = 0; j < cnt; j++) items[j] = (exec_value){.tag = EXEC_V_INT, .i = v->ints.v[j]};
-          ci->k = exec_list_make(EXEC_V_LIST, items, cnt);
-          if (ci->k.tag == EXEC_V_NONE) {
-            rc = KILN_ERR_NOMEM;
-            goto fail;
-          }
-          break;
-        }
-        default: ci->k = EXEC_NONE; break;
-        }
-        ci->out[0] = args[k] = new_reg(c);
-        break;
-      }
-      }
-    }
-    if (info->flags & OPF_LIST_OUT) {
-      int ix = exec_code_add(c, EXEC_I_OP, x->n_args, 1);
-      if (ix < 0) {
-        rc = ix;
-        goto fail;
-      }
-      c->instr[ix].op = x->op;
-      memcpy(c->instr[ix].in, args, (size_t)x->n_args * sizeof *args);
-      int list = new_reg(c);
-      c->instr[ix].out[0] = list;
-      int ux = exec_code_add(c, EXEC_I_PRIM, 1, x->n_outs);
-      if (ux < 0) {
-        rc = ux;
-        goto fail;
-      }
-      c->instr[ux].prim = exec_prim_unpack;
-      c->instr[ux].name = "prim::ListUnpack";
-      c->instr[ux].in[0] = list;
-      for (int o = 0; o < x->n_outs; o++) c->instr[ux].out[o] = reg[i] + o;
-    } else {
-      int ix = exec_code_add(c, EXEC_I_OP, x->n_args, x->n_outs);
-      if (ix < 0) {
-        rc = ix;
-        goto fail;
-      }
-      c->instr[ix].op = x->op;
-      memcpy(c->instr[ix].in, args, (size_t)x->n_args * sizeof *args);
-      for (int o = 0; o < x->n_outs; o++) c->instr[ix].out[o] = reg[i] + o;
+  if ((rc = pass_cleanup(lg.g)) < 0 || (rc = pass_fuse(lg.g)) < 0 ||
+      (rc = pass_run(lg.g, "dce")) < 0)
+    goto done;
+  {
+    char *t = ir_graph_print(lg.g, IR_PRINT_NO_SOURCE);
+    if (t) {
+      core_free(last_graph);
+      last_graph = t;
+      if (getenv("KILN_JIT_LOG") && strstr(getenv("KILN_JIT_LOG"), "lazy"))
+        fprintf(stderr, "[kiln-jit] lazy graph:\n%s", t);
     }
   }
-  for (int r = 0; r < g->n_roots; r++)
-    c->output_regs[c->n_outputs++] = reg[g->roots[r].node->post_id] + g->roots[r].index;
-  if ((rc = exec_code_plan_frees(c)) < 0) goto fail;
-  core_free(reg);
-  *out = c;
-  return 0;
-fail:
-  core_free(reg);
-  exec_code_free(c);
+  *out = exec_compile(lg.g, NULL);
+  rc = *out ? 0 : -1;
+done:
+  ir_graph_free(lg.g);
+  core_free(lg.extra);
   return rc;
 }
+
+char *kiln_lazy_last_compiled_graph(void) { return last_graph ? core_strdup(last_graph) : NULL; }
 
 /* ---- cache --------------------------------------------------------------- */
 

@@ -281,8 +281,13 @@ int lazy_value_of(kiln_tensor *t, lazy_value *out) {
 
 /* ---- recording ----------------------------------------------------------------- */
 
+/* Note [Special scalars]: 0 and 1 stay constants (as LTC's
+ * handle_special_scalars), so that `x * 1` and `x + 0` fold away and
+ * alpha=1 is not an input; every other number is device data. */
 static bool is_scalar_operand(int op, int k, const op_val *v) {
   if (!op_val_is_num(v)) return false;
+  double d = op_val_num(v);
+  if (d == 0.0 || d == 1.0) return false;
   const op_info *info = &op_table[op];
   if ((info->flags & OPF_ELEMENTWISE) && k < info->n_operands) return true;
   return op_arg_is_scalar(op, k);

@@ -23,16 +23,16 @@ TEST(lazy_records_without_running) {
   CHECK(kiln_lazy_counter("CreateLazyTensor") >= 5);
   char *text = kiln_lazy_tensors_text(&y, 1);
   CHECK(text != NULL);
-  /* as PyTorch prints (x @ w).relu() + 1.5: the scalar and alpha are
-   * device data, operands in argument order */
+  /* as PyTorch prints (x @ w).relu() + 1.5: the scalar 1.5 is device data
+   * (operands in argument order); alpha=1 is a special scalar, a constant
+   * (Note [Special scalars]) */
   const char *want = "IR {\n"
                      "  %0 = [Float[4,4]] lazy_tensors::device_data(), device=CPU0\n"
                      "  %1 = [Float[4,4]] lazy_tensors::device_data(), device=CPU0\n"
                      "  %2 = [Float[4,4]] aten::mm(%0, %1)\n"
                      "  %3 = [Float[4,4]] aten::relu(%2)\n"
                      "  %4 = [Double[]] lazy_tensors::device_data(), device=CPU0\n"
-                     "  %5 = [Long[]] lazy_tensors::device_data(), device=CPU0\n"
-                     "  %6 = [Float[4,4]] aten::add(%3, %4, %5), ROOT=0\n"
+                     "  %5 = [Float[4,4]] aten::add(%3, %4), alpha=1, ROOT=0\n"
                      "}\n";
   CHECK_MSG(text && strcmp(text, want) == 0, "got:\n%s", text ? text : "(null)");
   kiln_free(text);
