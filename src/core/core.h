@@ -29,6 +29,16 @@ char *core_strdup(const char *s);
  * 0 disables. Returns the number of allocations made since the last call. */
 long core_alloc_fail_at(long n);
 
+/* ---- the storage cache (cache.c, Note [Storage cache]) ---------------- */
+/* A 64-byte aligned block of at least n bytes; *block receives its size
+ * (pass it back to core_block_free). NULL on OOM. */
+void *core_block_alloc(size_t n, size_t *block);
+void core_block_free(void *p, size_t block);
+/* Frees this thread's cached blocks. */
+void core_cache_release(void);
+/* Cache hits and misses (new mallocs) on this thread, bytes held. */
+void core_cache_stats(int64_t *hits, int64_t *misses, size_t *bytes);
+
 /* ---- errors ---------------------------------------------------------- */
 /* Sets the thread's error message (printf-style) and returns status. */
 int core_error(int status, const char *fmt, ...)
@@ -46,6 +56,7 @@ typedef struct core_storage {
   int refcount;
   uint32_t version;
   size_t nbytes;
+  size_t block;    /* bytes of the cached block holding header and data */
   void *data;      /* 64-byte aligned, or NULL for data-less (symbolic) */
   bool owns_data;  /* data lives in this allocation or was core_alloc'd */
 } core_storage;

@@ -104,13 +104,14 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   if (!t) return NULL;
   /* One allocation for the storage header and its data: one malloc per
    * tensor instead of two keeps small-op overhead low. */
-  size_t head = (sizeof(core_storage) + 63) & ~(size_t)63;
-  char *mem = core_alloc_aligned(head + nbytes);
+  size_t head = (sizeof(core_storage) + 63) & ~(size_t)63, block = 0;
+  char *mem = core_block_alloc(head + nbytes, &block);
   if (!mem) {
     core_free(t);
     return NULL;
   }
   core_storage *s = (core_storage *)mem;
+  s->block = block;
   s->refcount = 1;
   s->version = 0;
   s->nbytes = nbytes;
@@ -149,7 +150,7 @@ kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt) {
 void core_storage_release(core_storage *s) {
   if (!s || --s->refcount > 0) return;
   if (s->owns_data) core_free_aligned(s->data);
-  core_free_aligned(s);
+  core_block_free(s, s->block);
 }
 
 kiln_tensor *kiln_retain(kiln_tensor *t) {
