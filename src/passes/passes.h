@@ -162,7 +162,10 @@ int pass_cleanup(ir_graph *g);
 
 /* Runs the pass called name ("dce", "cse", "constant_fold", "peephole",
  * "cleanup") on g. Returns what the pass returns, or KILN_ERR_INVALID
- * (naming the known passes) for an unknown name. */
+ * (naming the known passes) for an unknown name, changing nothing.
+ *   before: %a : Tensor = aten::relu(%x); %b : Tensor = aten::relu(%x)
+ *           return (%a)                      pass_run(g, "dce") == 1
+ *   after:  %a : Tensor = aten::relu(%x); return (%a)                     */
 int pass_run(ir_graph *g, const char *name);
 
 /* ======================================================================= */
