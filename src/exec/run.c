@@ -102,6 +102,36 @@ static int run_op(const exec_instr *x, exec_value *regs) {
     return core_error(KILN_ERR_INVALID, "%s: too many arguments", info->name);
   for (int k = 0; k < x->n_in; k++)
     if ((rc = exec_value_as_op(&regs[x->in[k]], &args[k])) < 0) return rc;
+  /* Note [Buffer reuse]: an elementwise op whose input dies here, held by
+   * nothing but its register, writes its result into that input's buffer
+   * (same shape and dtype, contiguous), unless autograd or lazy recording
+   * would need the input. Saves an allocation and a pass over memory. */
+  if ((info->flags & OPF_ELEMENTWISE) && x->n_out == 1 && x->n_free) {
+    bool plain = true;
+    for (int k = 0; k < x->n_in && plain; k++)
+      if (args[k].tag == OP_VAL_TENSOR)
+        plain = args[k].t->device == CORE_DEVICE_CPU &&
+                !(args[k].t->requires_grad && kiln_is_grad_enabled());
+    for (int f = 0; f < x->n_free && plain; f++) {
+      exec_value *v = &regs[x->free[f]];
+      if (v->tag != EXEC_V_TENSOR) continue;
+      kiln_tensor *t = v->t;
+      if (t->refcount != 1 || !t->storage || t->storage->refcount != 1 || t->ag ||
+          !core_is_contiguous(t) || t->wrapped_number)
+        continue;
+      bool is_input = false;
+      for (int k = 0; k < x->n_in; k++) is_input |= x->in[k] == x->free[f];
+      if (!is_input) continue;
+      kiln_clear_error();
+      if (op_call_into(x->op, args, x->n_in, t) == 0) {
+        kiln_retain(t);
+        exec_value_clear(&regs[x->out[0]]);
+        regs[x->out[0]] = (exec_value){.tag = EXEC_V_TENSOR, .t = t};
+        return 0;
+      }
+    }
+    kiln_clear_error();
+  }
   if (info->flags & OPF_LIST_OUT) {
     max_outs = OP_MAX_OUTS;
     outs = core_alloc((size_t)max_outs * sizeof *outs);

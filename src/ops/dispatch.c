@@ -165,3 +165,18 @@ kiln_tensor *op_call1(int op, const op_val *args, int n_args) {
     for (int i = 1; i < n; i++) kiln_release(out[i]);
   return out[0];
 }
+
+int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
+  const op_info *info = &op_table[op];
+  op_meta m;
+  if (!(info->flags & OPF_ELEMENTWISE) || n_args != info->n_args)
+    return core_error(KILN_ERR_INVALID, "%s: cannot write into a given tensor", info->name);
+  int n = op_ew_infer(op, args, n_args, &m);
+  if (n < 0) return n;
+  if (m.dtype != out->dtype || m.ndim != out->ndim ||
+      memcmp(m.shape, out->shape, (size_t)m.ndim * sizeof *m.shape) || !core_is_contiguous(out))
+    return core_error(KILN_ERR_INVALID, "%s: the result does not fit the given tensor", info->name);
+  int rc = op_ew_run(op, args, n_args, out);
+  if (rc == 0) core_bump_version(out);
+  return rc;
+}

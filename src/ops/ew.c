@@ -285,7 +285,9 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
       continue;
     }
     op_ew_operand_init(&o->o, v->t, p.ndim, p.shape);
-    o->o.direct &= v->t->dtype == p.compute;
+    /* writing into an input's buffer (op_call_into): read it through the
+     * tile buffer, so a kernel's restrict pointers never alias */
+    o->o.direct &= v->t->dtype == p.compute && v->t->storage != out->storage;
     if (!o->o.direct) all_direct = false;
   }
   char *outp = core_data(out);

@@ -174,6 +174,10 @@ bool op_arg_is_scalar(int op, int i);
  * references into outs (registered with the current scope) and returns
  * their count, or a negative kiln_status with the error set. */
 int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
+/* Runs elementwise op writing its result into out (contiguous, of the
+ * result's shape and dtype), which may be one of the inputs' tensors. No
+ * autograd, no lazy recording: the caller checks neither applies. */
+int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out);
 /* op_call for single-output ops: the output or NULL. */
 kiln_tensor *op_call1(int op, const op_val *args, int n_args);
 
