@@ -86,6 +86,7 @@ static ir_value *copy_value(copier *c, ir_node *owner, const ir_value *v) {
   if (!t) return NULL;
   ir_value *nv = ir_value_new_raw(c->dst, t, c->exact ? v->id : c->dst->next_value_id);
   if (!nv || ir_node_push_output(owner, nv) < 0) return NULL;
+  /* (a numeric name is an id: ir_value_set_name leaves the copy unnamed) */
   if (v->name) {
     int rc = c->exact ? ir_value_name_raw(nv, v->name, strlen(v->name))
                       : ir_value_set_name(nv, v->name);

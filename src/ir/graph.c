@@ -210,9 +210,11 @@ int ir_value_set_name(ir_value *v, const char *name) {
     return 0;
   }
   size_t len = strlen(name);
-  if (!len || ir_name_is_numeric(name, len))
-    return core_error(KILN_ERR_INVALID, "ir_value_set_name: '%s' is not a valid name "
-                                        "(empty or numeric names print like ids)", name);
+  if (!len || ir_name_is_numeric(name, len)) {
+    /* an id, not a name (Note [Value names]): v prints with its own id */
+    v->name = NULL;
+    return 0;
+  }
   ir_value *owner = ir_graph_find_value_n(g, name, len);
   if (!owner || owner == v) return owner ? 0 : ir_value_name_raw(v, name, len);
   /* Split "x.3" into base "x" and suffix 3, then try x.4, x.5, ... */

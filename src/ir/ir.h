@@ -331,6 +331,8 @@ int ir_node_remove_output(ir_node *n, int i);
 ir_block *ir_node_add_block(ir_node *n);
 
 /* Links an unlinked node n into a block. n must belong to the same graph.
+ * pos may be a block's Return node (insert_before = append) or Param node
+ * (insert_after = prepend).
  *   append:        block0(): %a = f()          -> block0(): %a = f(); n
  *   insert_before: %a = f(); %b = g()  (pos %b) -> %a = f(); n; %b = g()
  *   insert_after:  %a = f(); %b = g()  (pos %a) -> %a = f(); n; %b = g()  */
@@ -358,8 +360,9 @@ int ir_value_replace_uses_after(ir_value *v, ir_value *with, const ir_node *afte
 /* Sets v's debug name (copied). A name already used by another value of
  * the graph gets a ".N" suffix (TorchScript would rename the other value
  * instead; kiln never changes existing names); NULL clears it.
- * Purely numeric names are refused (they would print like ids): returns
- * KILN_ERR_INVALID. < 0 on OOM. */
+ * An empty or purely numeric name is an id, not a name (TorchScript
+ * prints unnamed values that way): v is left unnamed and prints with its
+ * own id. < 0 on OOM. */
 int ir_value_set_name(ir_value *v, const char *name);
 /* The value named name in g (without '%'), or NULL. */
 ir_value *ir_graph_find_value(const ir_graph *g, const char *name);
@@ -389,7 +392,8 @@ int ir_node_set_iv(ir_node *n, const char *name, const ir_ivalue *v);
 /* Takes ownership of sub (Note [Graph ownership]); sub must not be owned
  * by anything else. On failure sub is freed.
  *   before: %y = prim::DifferentiableGraph(%x)
- *   after:  %y = prim::DifferentiableGraph_0(%x)  ... with prim::DifferentiableGraph_0 = graph(...) */
+ *   after:  %y = prim::DifferentiableGraph_0(%x)  ... with prim::DifferentiableGraph_0 = graph(...)
+ */
 int ir_node_set_g(ir_node *n, const char *name, ir_graph *sub);
 /* Removes an attribute if present.
  *   before: = aten::warn[warn_id=0](%m, %s)   after: = aten::warn(%m, %s) */
@@ -398,11 +402,12 @@ void ir_node_remove_attr(ir_node *n, const char *name);
 const ir_ivalue *ir_ivalue_copy(ir_graph *g, const ir_ivalue *v);
 
 /* ---- copying --------------------------------------------------------------- */
-/* Maps values of one graph to values of another (for copying nodes). */
+/* Maps values of one graph to values of another (for copying nodes).
+ * ir_value_map_new: NULL on OOM; free with ir_value_map_free (NULL is
+ * fine). set: adds or replaces, < 0 on OOM. get: NULL if unmapped. */
 typedef struct ir_value_map ir_value_map;
 ir_value_map *ir_value_map_new(void);
 void ir_value_map_free(ir_value_map *m);
-/* < 0 on OOM. */
 int ir_value_map_set(ir_value_map *m, const ir_value *from, ir_value *to);
 ir_value *ir_value_map_get(const ir_value_map *m, const ir_value *from);
 
@@ -410,12 +415,14 @@ ir_value *ir_value_map_get(const ir_value_map *m, const ir_value *from);
  * dst's graph, unlinked; n's inputs are translated through map (each must
  * be mapped: KILN_ERR_INVALID otherwise) and n's outputs (and nested
  * values) are added to map. Debug names are copied (made unique in the
- * destination); types are deep-copied. NULL on error.
+ * destination; numeric ones, being ids, are not); types are deep-copied.
+ * NULL on error: the partial copy is unhooked from dst's values (map may
+ * keep entries for it).
  *   src: %3 : Tensor = aten::mul(%x, %2)    map {%x -> %a, %2 -> %k}
  *   dst: %5 : Tensor = aten::mul(%a, %k)    map += {%3 -> %5}            */
 ir_node *ir_node_copy_into(ir_graph *dst, const ir_node *n, ir_value_map *map);
-/* An exact copy of g (same names and ids, so it prints identically).
- * NULL on OOM. */
+/* An exact copy of g (same names and value ids, subgraphs included, so it
+ * prints identically), owned by the caller. NULL on OOM. */
 ir_graph *ir_graph_clone(const ir_graph *g);
 
 /* ======================================================================= */
@@ -429,7 +436,9 @@ enum {
 /* TorchScript's text for g (what `print(graph)` shows), as a new
  * NUL-terminated string the caller frees with core_free. NULL on OOM. */
 char *ir_graph_print(const ir_graph *g, unsigned flags);
-/* Prints one node line (with its blocks) at the given indent level. */
+/* One node as text (its line and its blocks, no indent; a group node shows
+ * Subgraph=<Graph>), for messages. Caller frees with core_free; NULL on
+ * OOM. */
 char *ir_node_print(const ir_node *n, unsigned flags);
 
 /* Parses the text that `print(torch.jit.script(f).graph)` prints (after

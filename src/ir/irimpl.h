@@ -56,4 +56,43 @@ void ir_buf_printf(ir_buf *b, const char *fmt, ...) __attribute__((format(printf
 void ir_buf_type(ir_buf *b, const ir_type *t);
 void ir_buf_quoted(ir_buf *b, const char *s);
 
+/* ---- lexer (lex.c) -------------------------------------------------------- */
+typedef enum ir_tkind {
+  IR_T_EOF = 0,
+  IR_T_IDENT,
+  IR_T_VALUE,    /* %name: s/n is the name without '%' */
+  IR_T_INT,
+  IR_T_FLOAT,    /* also inf, -inf, nan written as numbers */
+  IR_T_STRING,   /* s/n include the quotes */
+  IR_T_PUNCT,    /* c */
+  IR_T_ARROW,    /* -> */
+  IR_T_COLONS,   /* :: */
+  IR_T_ELLIPSIS, /* ... */
+  IR_T_ERROR     /* c: the bad character ('"' for an unterminated string) */
+} ir_tkind;
+
+typedef struct ir_token {
+  ir_tkind kind;
+  const char *s;  /* in the text */
+  size_t n;
+  int line, col;  /* 1-based */
+  char c;
+} ir_token;
+
+typedef struct ir_lexer {
+  const char *pos, *end, *line_start;
+  int line;
+  ir_token tok;        /* the current token */
+  const char *cmt;     /* comment skipped just before tok ("f.py:3:9"), or NULL */
+  size_t cmt_n;
+  int cmt_line;
+} ir_lexer;
+
+/* Starts lexing text[0, len) and reads the first token. */
+void ir_lex_init(ir_lexer *lx, const char *text, size_t len);
+/* Advances to the next token. */
+void ir_lex_next(ir_lexer *lx);
+/* "'foo'", "end of input", "byte 0x01" for messages (buf holds it). */
+const char *ir_tok_desc(const ir_token *t, char *buf, size_t n);
+
 #endif

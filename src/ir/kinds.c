@@ -151,7 +151,8 @@ static bool sig_matches(const char *sig, ir_value *const *in, int n_in, ir_value
 static bool base_accepts(const char *base, size_t n, const ir_type *t, bool operand) {
 #define IS(s) (n == strlen(s) && strncmp(base, s, n) == 0)
   bool num = t->kind == IR_TYPE_INT || t->kind == IR_TYPE_FLOAT || t->kind == IR_TYPE_NUMBER;
-  if (IS("Tensor")) return t->kind == IR_TYPE_TENSOR || (operand && (num || t->kind == IR_TYPE_BOOL));
+  if (IS("Tensor"))
+    return t->kind == IR_TYPE_TENSOR || (operand && (num || t->kind == IR_TYPE_BOOL));
   if (IS("int") || IS("ScalarType") || IS("MemoryFormat") || IS("Layout"))
     return t->kind == IR_TYPE_INT;
   if (IS("float")) return t->kind == IR_TYPE_FLOAT || t->kind == IR_TYPE_INT;
@@ -392,11 +393,13 @@ static int check_loop(const ir_node *n) {
   if (n->inputs[1]->type->kind != IR_TYPE_BOOL)
     return type_error(n, "input", 1, ir_type_bool(), n->inputs[1]->type);
   int carried = n->n_inputs - 2;
-  if (n->n_outputs != carried) return count_error(n, "outputs (one per carried value)", carried, n->n_outputs);
+  if (n->n_outputs != carried)
+    return count_error(n, "outputs (one per carried value)", carried, n->n_outputs);
   if (n->n_blocks != 1) return count_error(n, "blocks", 1, n->n_blocks);
   const ir_block *b = n->blocks[0];
   if (ir_block_n_params(b) != carried + 1)
-    return count_error(n, "block parameters (iteration, carried...)", carried + 1, ir_block_n_params(b));
+    return count_error(n, "block parameters (iteration, carried...)", carried + 1,
+                       ir_block_n_params(b));
   if (ir_block_n_returns(b) != carried + 1)
     return count_error(n, "block returns (cond, carried...)", carried + 1, ir_block_n_returns(b));
   if (ir_block_param(b, 0)->type->kind != IR_TYPE_INT)
@@ -405,9 +408,11 @@ static int check_loop(const ir_node *n) {
     return type_error(n, "block return", 0, ir_type_bool(), ir_block_return(b, 0)->type);
   for (int i = 0; i < carried; i++) {
     if (!ir_type_accepts(ir_block_param(b, i + 1)->type, n->inputs[i + 2]->type))
-      return type_error(n, "carried input", i + 2, ir_block_param(b, i + 1)->type, n->inputs[i + 2]->type);
+      return type_error(n, "carried input", i + 2, ir_block_param(b, i + 1)->type,
+                        n->inputs[i + 2]->type);
     if (!ir_type_accepts(n->outputs[i]->type, ir_block_return(b, i + 1)->type))
-      return type_error(n, "block return", i + 1, n->outputs[i]->type, ir_block_return(b, i + 1)->type);
+      return type_error(n, "block return", i + 1, n->outputs[i]->type,
+                        ir_block_return(b, i + 1)->type);
   }
   return 0;
 }
@@ -418,9 +423,11 @@ static int check_group(const ir_node *n) {
     return core_error(KILN_ERR_INVALID, "%s: missing its Subgraph", ir_node_kind(n));
   const ir_block *top = ir_graph_top(a->g);
   if (ir_block_n_params(top) != n->n_inputs)
-    return count_error(n, "inputs (the subgraph's parameters)", ir_block_n_params(top), n->n_inputs);
+    return count_error(n, "inputs (the subgraph's parameters)", ir_block_n_params(top),
+                       n->n_inputs);
   if (ir_block_n_returns(top) != n->n_outputs)
-    return count_error(n, "outputs (the subgraph's returns)", ir_block_n_returns(top), n->n_outputs);
+    return count_error(n, "outputs (the subgraph's returns)", ir_block_n_returns(top),
+                       n->n_outputs);
   return 0;
 }
 

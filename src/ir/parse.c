@@ -1,6 +1,6 @@
 /* src/ir/parse.c: the parser for TorchScript's graph text (what
  * `print(graph)` shows) and kiln's own printed graphs. A hand-written lexer
- * with one token of lookahead and a recursive-descent parser; indentation
+ * with one token of lookahead (lex.c) and a recursive-descent parser; indentation
  * is not significant (blocks end at `->`, as in TorchScript's irparser).
  * Every error is "line:col: message" and leaves nothing allocated. */
 #include <errno.h>
@@ -14,29 +14,7 @@
 #define MAX_DEPTH 200   /* nesting of blocks, types, constants, subgraphs */
 #define MAX_KIND 128
 
-/* ---- lexer --------------------------------------------------------------------- */
-
-typedef enum tkind {
-  T_EOF = 0,
-  T_IDENT,
-  T_VALUE,    /* %name: s/n is the name without '%' */
-  T_INT,
-  T_FLOAT,    /* also inf, -inf, nan written as numbers */
-  T_STRING,   /* s/n include the quotes */
-  T_PUNCT,    /* c */
-  T_ARROW,    /* -> */
-  T_COLONS,   /* :: */
-  T_ELLIPSIS, /* ... */
-  T_ERROR     /* c: the bad character ('"' for an unterminated string) */
-} tkind;
-
-typedef struct token {
-  tkind kind;
-  const char *s;
-  size_t n;
-  int line, col;
-  char c;
-} token;
+/* ---- parser state ---------------------------------------------------------------- */
 
 /* One graph being parsed (the top graph or a `with` subgraph). */
 typedef struct gctx {
@@ -48,121 +26,12 @@ typedef struct gctx {
 } gctx;
 
 typedef struct parser {
-  const char *pos, *end, *line_start;
-  int line;
-  token tok;
-  const char *cmt;     /* comment skipped just before tok ("f.py:3:9") */
-  size_t cmt_n;
-  int cmt_line;
+  ir_lexer lx;
   int depth;
   bool failed;
 } parser;
 
-static bool is_ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
-static bool is_digit(char c) { return c >= '0' && c <= '9'; }
-static bool is_ident(char c) { return is_ident_start(c) || is_digit(c); }
-
-static void skip_space(parser *p) {
-  while (p->pos < p->end) {
-    char c = *p->pos;
-    if (c == '\n') {
-      p->pos++;
-      p->line++;
-      p->line_start = p->pos;
-    } else if (c == ' ' || c == '\t' || c == '\r') {
-      p->pos++;
-    } else if (c == '#') {
-      const char *s = ++p->pos;
-      while (p->pos < p->end && *p->pos != '\n') p->pos++;
-      const char *e = p->pos;
-      if (s < e && *s == ' ') s++;
-      while (e > s && (e[-1] == ' ' || e[-1] == '\r' || e[-1] == '\t')) e--;
-      p->cmt = s;
-      p->cmt_n = (size_t)(e - s);
-      p->cmt_line = p->line;
-    } else {
-      return;
-    }
-  }
-}
-
-static bool starts(const parser *p, const char *at, const char *word) {
-  size_t n = strlen(word);
-  return (size_t)(p->end - at) >= n && memcmp(at, word, n) == 0 &&
-         (at + n == p->end || !is_ident(at[n]));
-}
-
-static void next(parser *p) {
-  p->cmt = NULL;
-  skip_space(p);
-  token t = {.s = p->pos, .line = p->line, .col = (int)(p->pos - p->line_start) + 1};
-  const char *q = p->pos, *e = p->end;
-  if (q >= e) {
-    t.kind = T_EOF;
-  } else if (is_ident_start(*q)) {
-    while (q < e && is_ident(*q)) q++;
-    t.kind = T_IDENT;
-  } else if (*q == '%') {
-    q++;
-    while (q < e && (is_ident(*q) || *q == '.')) q++;
-    t.kind = q - p->pos > 1 ? T_VALUE : T_ERROR;
-    t.c = '%';
-    t.s = p->pos + 1;
-    t.n = (size_t)(q - t.s);
-  } else if (is_digit(*q) || (*q == '-' && q + 1 < e && is_digit(q[1]))) {
-    bool flt = false;
-    if (*q == '-') q++;
-    while (q < e && is_digit(*q)) q++;
-    if (q < e && *q == '.' && !(q + 1 < e && q[1] == '.')) {
-      flt = true;
-      q++;
-      while (q < e && is_digit(*q)) q++;
-    }
-    if (q < e && (*q == 'e' || *q == 'E')) {
-      const char *x = q + 1;
-      if (x < e && (*x == '+' || *x == '-')) x++;
-      if (x < e && is_digit(*x)) {
-        flt = true;
-        q = x;
-        while (q < e && is_digit(*q)) q++;
-      }
-    }
-    t.kind = flt ? T_FLOAT : T_INT;
-  } else if (*q == '-' && (starts(p, q + 1, "inf") || starts(p, q + 1, "nan"))) {
-    q += 4;
-    t.kind = T_FLOAT;
-  } else if (*q == '"') {
-    q++;
-    while (q < e && *q != '"' && *q != '\n') q += (*q == '\\' && q + 1 < e && q[1] != '\n') ? 2 : 1;
-    if (q < e && *q == '"') {
-      q++;
-      t.kind = T_STRING;
-    } else {
-      t.kind = T_ERROR;
-      t.c = '"';
-    }
-  } else if (*q == '-' && q + 1 < e && q[1] == '>') {
-    q += 2;
-    t.kind = T_ARROW;
-  } else if (*q == ':' && q + 1 < e && q[1] == ':') {
-    q += 2;
-    t.kind = T_COLONS;
-  } else if (*q == '.' && q + 2 < e && q[1] == '.' && q[2] == '.') {
-    q += 3;
-    t.kind = T_ELLIPSIS;
-  } else if (strchr("()[],:=?*.<>{}", *q)) {
-    t.c = *q++;
-    t.kind = T_PUNCT;
-  } else {
-    t.c = *q++;
-    t.kind = T_ERROR;
-  }
-  if (t.kind != T_VALUE) t.n = (size_t)(q - t.s);
-  p->pos = q;
-  p->tok = t;
-}
+static void next(parser *p) { ir_lex_next(&p->lx); }
 
 /* ---- errors ------------------------------------------------------------------------ */
 
@@ -194,33 +63,17 @@ static int oom(parser *p) {
   return KILN_ERR_NOMEM;
 }
 
-static const char *tok_desc(const token *t, char *buf, size_t n) {
-  switch (t->kind) {
-  case T_EOF: return "end of input";
-  case T_ERROR:
-    if (t->c == '"') return "an unterminated string";
-    if (t->c == '%') return "'%' without a value name";
-    if ((unsigned char)t->c < 0x20 || (unsigned char)t->c >= 0x7f) {
-      snprintf(buf, n, "byte 0x%02x", (unsigned char)t->c);
-      return buf;
-    }
-    snprintf(buf, n, "'%c'", t->c);
-    return buf;
-  case T_VALUE: snprintf(buf, n, "'%%%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s); return buf;
-  default: snprintf(buf, n, "'%.*s'", (int)(t->n > 40 ? 40 : t->n), t->s); return buf;
-  }
-}
-
 static int unexpected(parser *p, const char *wanted) {
   char buf[64];
-  return perr_at(p, p->tok.line, p->tok.col, "expected %s, found %s", wanted,
-                 tok_desc(&p->tok, buf, sizeof buf));
+  return perr_at(p, p->lx.tok.line, p->lx.tok.col, "expected %s, found %s", wanted,
+                 ir_tok_desc(&p->lx.tok, buf, sizeof buf));
 }
 
-static bool at(const parser *p, char c) { return p->tok.kind == T_PUNCT && p->tok.c == c; }
+static bool at(const parser *p, char c) { return p->lx.tok.kind == IR_T_PUNCT && p->lx.tok.c == c; }
 
 static bool at_word(const parser *p, const char *w) {
-  return p->tok.kind == T_IDENT && p->tok.n == strlen(w) && memcmp(p->tok.s, w, p->tok.n) == 0;
+  return p->lx.tok.kind == IR_T_IDENT && p->lx.tok.n == strlen(w) &&
+         memcmp(p->lx.tok.s, w, p->lx.tok.n) == 0;
 }
 
 static int expect(parser *p, char c) {
@@ -232,7 +85,7 @@ static int expect(parser *p, char c) {
 
 static int enter(parser *p) {
   if (++p->depth > MAX_DEPTH)
-    return perr_at(p, p->tok.line, p->tok.col, "nesting deeper than %d", MAX_DEPTH);
+    return perr_at(p, p->lx.tok.line, p->lx.tok.col, "nesting deeper than %d", MAX_DEPTH);
   return 0;
 }
 
@@ -240,18 +93,20 @@ static int enter(parser *p) {
 
 static int tok_int(parser *p, int64_t *out) {
   char buf[32];
-  if (p->tok.n >= sizeof buf) return perr_at(p, p->tok.line, p->tok.col, "integer out of range");
-  memcpy(buf, p->tok.s, p->tok.n);
-  buf[p->tok.n] = 0;
+  if (p->lx.tok.n >= sizeof buf)
+    return perr_at(p, p->lx.tok.line, p->lx.tok.col, "integer out of range");
+  memcpy(buf, p->lx.tok.s, p->lx.tok.n);
+  buf[p->lx.tok.n] = 0;
   errno = 0;
   long long v = strtoll(buf, NULL, 10);
-  if (errno == ERANGE) return perr_at(p, p->tok.line, p->tok.col, "integer %s out of range", buf);
+  if (errno == ERANGE)
+    return perr_at(p, p->lx.tok.line, p->lx.tok.col, "integer %s out of range", buf);
   *out = v;
   next(p);
   return 0;
 }
 
-static double tok_float(const token *t) {
+static double tok_float(const ir_token *t) {
   char buf[64];
   size_t n = t->n < sizeof buf - 1 ? t->n : sizeof buf - 1;
   memcpy(buf, t->s, n);
@@ -261,7 +116,7 @@ static double tok_float(const token *t) {
 
 /* Decodes a string token (C escapes, \ooo octal, \xHH) into g. */
 static int tok_string(parser *p, ir_graph *g, const char **out) {
-  const token *t = &p->tok;
+  const ir_token *t = &p->lx.tok;
   char *s = ir_graph_alloc(g, t->n);
   if (!s) return oom(p);
   size_t k = 0;
@@ -293,7 +148,8 @@ static int tok_string(parser *p, ir_graph *g, const char **out) {
       s[k++] = (char)v;
       break;
     default:
-      if (c < '0' || c > '7') return perr_at(p, t->line, t->col, "unknown escape '\\%c' in a string", c);
+      if (c < '0' || c > '7')
+        return perr_at(p, t->line, t->col, "unknown escape '\\%c' in a string", c);
       q--;
       while (digits < 3 && q + 1 < e && q[1] >= '0' && q[1] <= '7') {
         q++;
@@ -314,7 +170,7 @@ static int tok_string(parser *p, ir_graph *g, const char **out) {
 
 static int parse_type(parser *p, ir_graph *g, const ir_type **out);
 
-static int dtype_of(const token *t) {
+static int dtype_of(const ir_token *t) {
   static const struct { const char *name; int dt; } names[] = {
       {"Float", KILN_DTYPE_F32}, {"Double", KILN_DTYPE_F64},
       {"Long", KILN_DTYPE_I64},  {"Bool", KILN_DTYPE_BOOL}};
@@ -342,22 +198,23 @@ static int parse_tensor_type(parser *p, ir_graph *g, int dtype, const ir_type **
   next(p);
   empty = at(p, ')');
   while (!at(p, ')')) {
-    token t = p->tok;
-    if (t.kind == T_ELLIPSIS && !ndim && !keywords) {
+    ir_token t = p->lx.tok;
+    if (t.kind == IR_T_ELLIPSIS && !ndim && !keywords) {
       ellipsis = true;
       next(p);
-    } else if ((t.kind == T_INT || at(p, '*')) && !keywords && !ellipsis) {
+    } else if ((t.kind == IR_T_INT || at(p, '*')) && !keywords && !ellipsis) {
       if (ndim == KILN_MAX_DIMS)
         return perr_at(p, t.line, t.col, "tensor type with more than %d dims", KILN_MAX_DIMS);
       int64_t v = -1;
-      if (t.kind == T_INT) {
+      if (t.kind == IR_T_INT) {
         if ((rc = tok_int(p, &v)) < 0) return rc;
-        if (v < 0) return perr_at(p, t.line, t.col, "negative size %lld in a tensor type", (long long)v);
+        if (v < 0)
+          return perr_at(p, t.line, t.col, "negative size %lld in a tensor type", (long long)v);
       } else {
         next(p);
       }
       sizes[ndim++] = v;
-    } else if (t.kind == T_IDENT) {
+    } else if (t.kind == IR_T_IDENT) {
       keywords = true;
       bool is_strides = at_word(p, "strides"), is_rg = at_word(p, "requires_grad"),
            is_dev = at_word(p, "device"), is_dim = at_word(p, "dim");
@@ -370,32 +227,32 @@ static int parse_tensor_type(parser *p, ir_graph *g, int dtype, const ir_type **
         n_strides = 0;
         while (!at(p, ']')) {
           if (n_strides == KILN_MAX_DIMS)
-            return perr_at(p, p->tok.line, p->tok.col, "too many strides");
-          if (p->tok.kind != T_INT) return unexpected(p, "a stride");
+            return perr_at(p, p->lx.tok.line, p->lx.tok.col, "too many strides");
+          if (p->lx.tok.kind != IR_T_INT) return unexpected(p, "a stride");
           if ((rc = tok_int(p, &strides[n_strides++])) < 0) return rc;
           if (!at(p, ']') && (rc = expect(p, ',')) < 0) return rc;
         }
         next(p);
       } else if (is_rg || is_dim) {
         int64_t v;
-        if (p->tok.kind != T_INT) return unexpected(p, "0 or 1");
-        token vt = p->tok;
+        if (p->lx.tok.kind != IR_T_INT) return unexpected(p, "0 or 1");
+        ir_token vt = p->lx.tok;
         if ((rc = tok_int(p, &v)) < 0) return rc;
         if (is_rg ? (v != 0 && v != 1) : v != 0)
           return perr_at(p, vt.line, vt.col, "expected %s", is_rg ? "0 or 1" : "dim=0");
         if (is_rg) rg = (int)v;
         else dim0 = true;
       } else {
-        if (p->tok.kind != T_IDENT) return unexpected(p, "a device name");
-        size_t n = p->tok.n;
-        if (n > 16) return perr_at(p, p->tok.line, p->tok.col, "device name too long");
-        memcpy(device, p->tok.s, n);
+        if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "a device name");
+        size_t n = p->lx.tok.n;
+        if (n > 16) return perr_at(p, p->lx.tok.line, p->lx.tok.col, "device name too long");
+        memcpy(device, p->lx.tok.s, n);
         next(p);
         if (at(p, ':')) {
           next(p);
-          if (p->tok.kind != T_INT || p->tok.n > 8) return unexpected(p, "a device index");
+          if (p->lx.tok.kind != IR_T_INT || p->lx.tok.n > 8) return unexpected(p, "a device index");
           device[n++] = ':';
-          memcpy(device + n, p->tok.s, p->tok.n);
+          memcpy(device + n, p->lx.tok.s, p->lx.tok.n);
           next(p);
         }
       }
@@ -404,7 +261,7 @@ static int parse_tensor_type(parser *p, ir_graph *g, int dtype, const ir_type **
     }
     if (!at(p, ')') && (rc = expect(p, ',')) < 0) return rc;
   }
-  token close = p->tok;
+  ir_token close = p->lx.tok;
   next(p);
   /* the rank: sizes given; else 0 for a dtype (TorchScript) or `()`, else
    * unknown (`Tensor(requires_grad=1)`, `Float(..., ...)`) */
@@ -426,11 +283,11 @@ static int parse_type_primary(parser *p, ir_graph *g, const ir_type **out) {
       {"ScalarType", IR_TYPE_INT}, {"Layout", IR_TYPE_INT},     {"MemoryFormat", IR_TYPE_INT}};
   int rc;
   if (at(p, '(')) {
-    const ir_type *elems[64];
-    int n = 0;
+    const ir_type **elems = NULL;
+    int n = 0, cap = 0;
     next(p);
     while (!at(p, ')')) {
-      if (n == 64) return perr_at(p, p->tok.line, p->tok.col, "tuple type with more than 64 elements");
+      if (ir_grow(g, &elems, &cap, n + 1, sizeof *elems) < 0) return oom(p);
       if ((rc = parse_type(p, g, &elems[n++])) < 0) return rc;
       if (!at(p, ')') && (rc = expect(p, ',')) < 0) return rc;
     }
@@ -438,21 +295,22 @@ static int parse_type_primary(parser *p, ir_graph *g, const ir_type **out) {
     *out = ir_type_tuple(g, n, elems);
     return *out ? 0 : oom(p);
   }
-  if (p->tok.kind != T_IDENT) return unexpected(p, "a type");
+  if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "a type");
   if (at_word(p, "Tensor")) return parse_tensor_type(p, g, -1, out);
-  int dt = dtype_of(&p->tok);
+  int dt = dtype_of(&p->lx.tok);
   if (dt >= 0) return parse_tensor_type(p, g, dt, out);
   char buf[64];
   if (dt == -2)
-    return perr_at(p, p->tok.line, p->tok.col, "unsupported tensor dtype %s (kiln has Float, "
-                   "Double, Long, Bool)", tok_desc(&p->tok, buf, sizeof buf));
+    return perr_at(p, p->lx.tok.line, p->lx.tok.col, "unsupported tensor dtype %s (kiln has Float, "
+                   "Double, Long, Bool)", ir_tok_desc(&p->lx.tok, buf, sizeof buf));
   for (size_t i = 0; i < sizeof simple / sizeof *simple; i++)
     if (at_word(p, simple[i].name)) {
       *out = ir_type_simple(simple[i].k);
       next(p);
       return 0;
     }
-  return perr_at(p, p->tok.line, p->tok.col, "unknown type %s", tok_desc(&p->tok, buf, sizeof buf));
+  return perr_at(p, p->lx.tok.line, p->lx.tok.col, "unknown type %s",
+                 ir_tok_desc(&p->lx.tok, buf, sizeof buf));
 }
 
 static int parse_type(parser *p, ir_graph *g, const ir_type **out) {
@@ -477,29 +335,29 @@ static int parse_type(parser *p, ir_graph *g, const ir_type **out) {
 
 /* ---- constants and attributes ------------------------------------------------------------- */
 
-/* Is the current token the start of a type rather than a constant? */
+/* Is the current ir_token the start of a type rather than a constant? */
 static bool at_type(const parser *p) {
-  return p->tok.kind == T_IDENT && !at_word(p, "True") && !at_word(p, "False") &&
+  return p->lx.tok.kind == IR_T_IDENT && !at_word(p, "True") && !at_word(p, "False") &&
          !at_word(p, "None") && !at_word(p, "inf") && !at_word(p, "nan");
 }
 
 static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
   int rc;
-  token t = p->tok;
+  ir_token t = p->lx.tok;
   memset(v, 0, sizeof *v);
   switch (t.kind) {
-  case T_INT:
+  case IR_T_INT:
     v->tag = IR_IV_INT;
     return tok_int(p, &v->i);
-  case T_FLOAT:
+  case IR_T_FLOAT:
     v->tag = IR_IV_FLOAT;
     v->f = tok_float(&t);
     next(p);
     return 0;
-  case T_STRING:
+  case IR_T_STRING:
     v->tag = IR_IV_STR;
     return tok_string(p, g, &v->s);
-  case T_IDENT:
+  case IR_T_IDENT:
     if (at_word(p, "True") || at_word(p, "False")) {
       v->tag = IR_IV_BOOL;
       v->b = at_word(p, "True");
@@ -513,7 +371,7 @@ static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
     }
     next(p);
     return 0;
-  case T_PUNCT:
+  case IR_T_PUNCT:
     if (t.c == '[' || t.c == '(') {
       char close = t.c == '[' ? ']' : ')';
       ir_ivalue *items = NULL;
@@ -531,7 +389,7 @@ static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
         }
       }
       if (comma && (close == ']' || n != 1))
-        return perr_at(p, p->tok.line, p->tok.col, "unexpected ',' before '%c'", close);
+        return perr_at(p, p->lx.tok.line, p->lx.tok.col, "unexpected ',' before '%c'", close);
       next(p);
       p->depth--;
       v->tag = close == ']' ? IR_IV_LIST : IR_IV_TUPLE;
@@ -550,7 +408,7 @@ static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
 /* Parses one attribute value into a (kind and payload). */
 static int parse_attr_value(parser *p, ir_graph *g, ir_attr *a) {
   int rc;
-  token t = p->tok;
+  ir_token t = p->lx.tok;
   if (at_type(p)) {
     a->kind = IR_ATTR_TYPE;
     return parse_type(p, g, &a->ty);
@@ -560,8 +418,8 @@ static int parse_attr_value(parser *p, ir_graph *g, ir_attr *a) {
                    "printed as a `with` section)");
   if (at(p, '[')) {
     /* a list of types? */
-    const char *save_pos = p->pos, *save_ls = p->line_start;
-    int save_line = p->line;
+    const char *save_pos = p->lx.pos, *save_ls = p->lx.line_start;
+    int save_line = p->lx.line;
     next(p);
     if (at_type(p)) {
       const ir_type **tys = NULL;
@@ -578,20 +436,20 @@ static int parse_attr_value(parser *p, ir_graph *g, ir_attr *a) {
       return 0;
     }
     /* no: rewind to the '[' and read a constant */
-    p->pos = save_pos;
-    p->line_start = save_ls;
-    p->line = save_line;
-    p->tok = t;
+    p->lx.pos = save_pos;
+    p->lx.line_start = save_ls;
+    p->lx.line = save_line;
+    p->lx.tok = t;
   }
   if (at(p, '(')) {
-    const char *save_pos = p->pos, *save_ls = p->line_start;
-    int save_line = p->line;
+    const char *save_pos = p->lx.pos, *save_ls = p->lx.line_start;
+    int save_line = p->lx.line;
     next(p);
     bool type = at_type(p);
-    p->pos = save_pos;
-    p->line_start = save_ls;
-    p->line = save_line;
-    p->tok = t;
+    p->lx.pos = save_pos;
+    p->lx.line_start = save_ls;
+    p->lx.line = save_line;
+    p->lx.tok = t;
     if (type) {
       a->kind = IR_ATTR_TYPE;
       return parse_type(p, g, &a->ty);
@@ -640,7 +498,8 @@ static int parse_attr_value(parser *p, ir_graph *g, ir_attr *a) {
   return 0;
 }
 
-/* ---- values and scopes ------------------------------------------------------------------------ */
+/* ---- values and scopes ------------------------------------------------------------------------
+ */
 
 static int vis_set(parser *p, gctx *c, const ir_value *v, uint8_t state) {
   int need = ir_graph_value_count(c->g);
@@ -657,24 +516,30 @@ static int vis_set(parser *p, gctx *c, const ir_value *v, uint8_t state) {
   return 0;
 }
 
-/* Names v as written (token t) and makes it visible. */
-static int define(parser *p, gctx *c, ir_value *v, const token *t) {
+/* Names v as written (ir_token t); it becomes visible with show(). */
+static int name_value(parser *p, gctx *c, ir_value *v, const ir_token *t) {
   if (ir_graph_find_value_n(c->g, t->s, t->n))
     return perr_at(p, t->line, t->col, "redefinition of %%%.*s", (int)t->n, t->s);
   if (ir_name_is_numeric(t->s, t->n)) {
-    if (t->n > 9) return perr_at(p, t->line, t->col, "value number %%%.*s too large", (int)t->n, t->s);
+    if (t->n > 9)
+      return perr_at(p, t->line, t->col, "value number %%%.*s too large", (int)t->n, t->s);
     /* Note [Value names]: later values must not print like this one */
     int id = (int)strtol(t->s, NULL, 10);
     if (id >= c->g->next_value_id) c->g->next_value_id = id + 1;
   }
   if (ir_value_name_raw(v, t->s, t->n) < 0) return oom(p);
-  return vis_set(p, c, v, 1);
+  return vis_set(p, c, v, 0);
 }
 
-/* The visible value named by the current T_VALUE token. */
+static int define(parser *p, gctx *c, ir_value *v, const ir_token *t) {
+  int rc = name_value(p, c, v, t);
+  return rc < 0 ? rc : vis_set(p, c, v, 1);
+}
+
+/* The visible value named by the current IR_T_VALUE token. */
 static int use(parser *p, gctx *c, ir_value **out) {
-  token t = p->tok;
-  if (t.kind != T_VALUE) return unexpected(p, "a value (%name)");
+  ir_token t = p->lx.tok;
+  if (t.kind != IR_T_VALUE) return unexpected(p, "a value (%name)");
   ir_value *v = ir_graph_find_value_n(c->g, t.s, t.n);
   uint8_t state = v && v->id < c->vis_cap ? c->vis[v->id] : 0;
   if (!v) return perr_at(p, t.line, t.col, "use of undefined value %%%.*s", (int)t.n, t.s);
@@ -698,23 +563,24 @@ static int parse_uses(parser *p, gctx *c, ir_value ***out, int *n_out, int *clos
     if (ir_grow(c->g, out, &cap, *n_out + 1, sizeof **out) < 0) return oom(p);
     if ((rc = use(p, c, &(*out)[*n_out])) < 0) return rc;
     (*n_out)++;
-    if (!at(p, ')') && (rc = expect(p, ',')) < 0) return rc;
+    if (!at(p, ')') && !at(p, ',')) return unexpected(p, "',' or ')'");
+    if (at(p, ',')) next(p);
   }
-  if (close_line) *close_line = p->tok.line;
+  if (close_line) *close_line = p->lx.tok.line;
   next(p);
   return 0;
 }
 
 /* A declaration "%name : type". */
 typedef struct decl {
-  token name;
+  ir_token name;
   const ir_type *type;
 } decl;
 
 static int parse_decl(parser *p, gctx *c, decl *d) {
   int rc;
-  if (p->tok.kind != T_VALUE) return unexpected(p, "a value (%name)");
-  d->name = p->tok;
+  if (p->lx.tok.kind != IR_T_VALUE) return unexpected(p, "a value (%name)");
+  d->name = p->lx.tok;
   next(p);
   if ((rc = expect(p, ':')) < 0) return rc;
   return parse_type(p, c->g, &d->type);
@@ -736,6 +602,55 @@ static int parse_params(parser *p, gctx *c, ir_block *b) {
   return 0;
 }
 
+/* TorchScript prints an integral float of 1e10 or more without a '.'
+ * ("10000000000"), so a float constant may read as an int: make it the
+ * float its type says (the text prints back the same). */
+static void coerce_ivalue(ir_ivalue *v, const ir_type *t) {
+  if (t->kind == IR_TYPE_OPTIONAL) t = t->elems[0];
+  if (v->tag == IR_IV_INT && t->kind == IR_TYPE_FLOAT) {
+    v->f = (double)v->i;
+    v->tag = IR_IV_FLOAT;
+  } else if (v->tag == IR_IV_LIST && t->kind == IR_TYPE_LIST) {
+    for (int i = 0; i < v->items.n; i++) coerce_ivalue(&v->items.v[i], t->elems[0]);
+  } else if (v->tag == IR_IV_TUPLE && t->kind == IR_TYPE_TUPLE && t->n_elems == v->items.n) {
+    for (int i = 0; i < v->items.n; i++) coerce_ivalue(&v->items.v[i], t->elems[i]);
+  }
+}
+
+static int coerce_constant(parser *p, ir_node *n) {
+  ir_attr *a = (ir_attr *)ir_node_attr(n, "value");
+  const ir_type *t = n->outputs[0]->type;
+  if (!a) return 0;
+  if (t->kind == IR_TYPE_OPTIONAL) t = t->elems[0];
+  if (a->kind == IR_ATTR_INT && t->kind == IR_TYPE_FLOAT) {
+    a->f = (double)a->i;
+    a->kind = IR_ATTR_FLOAT;
+  } else if (a->kind == IR_ATTR_INTS && a->ints.n && t->kind == IR_TYPE_LIST &&
+             t->elems[0]->kind == IR_TYPE_FLOAT) {
+    double *x = ir_graph_alloc(n->graph, (size_t)a->ints.n * sizeof *x);
+    if (!x) return oom(p);
+    for (int i = 0; i < a->ints.n; i++) x[i] = (double)a->ints.v[i];
+    int count = a->ints.n;
+    a->kind = IR_ATTR_FLOATS;
+    a->floats.v = x;
+    a->floats.n = count;
+  } else if (a->kind == IR_ATTR_IVALUE) {
+    ir_ivalue *v = (ir_ivalue *)a->iv;
+    coerce_ivalue(v, t);
+    bool floats = v->tag == IR_IV_LIST && v->items.n > 0;
+    for (int i = 0; floats && i < v->items.n; i++) floats = v->items.v[i].tag == IR_IV_FLOAT;
+    if (floats) {
+      double *x = ir_graph_alloc(n->graph, (size_t)v->items.n * sizeof *x);
+      if (!x) return oom(p);
+      for (int i = 0; i < v->items.n; i++) x[i] = v->items.v[i].f;
+      a->kind = IR_ATTR_FLOATS;
+      a->floats.v = x;
+      a->floats.n = v->items.n;
+    }
+  }
+  return 0;
+}
+
 /* ---- nodes, blocks, graphs ----------------------------------------------------------------- */
 
 static int parse_nodes(parser *p, gctx *c, ir_block *b);
@@ -752,7 +667,7 @@ static int parse_block(parser *p, gctx *c, ir_node *n, int index) {
   if ((rc = parse_params(p, c, b)) < 0 || (rc = expect(p, ':')) < 0 ||
       (rc = parse_nodes(p, c, b)) < 0)
     return rc;
-  if (p->tok.kind != T_ARROW) return unexpected(p, "a node or '->' ending the block");
+  if (p->lx.tok.kind != IR_T_ARROW) return unexpected(p, "a node or '->' ending the block");
   next(p);
   ir_value **rets;
   int n_rets;
@@ -771,22 +686,22 @@ static int parse_block(parser *p, gctx *c, ir_node *n, int index) {
 /* Reads "ns::name[.overload]" (or a group reference "prim::FusionGroup_3")
  * into kind; *overload points into the text. */
 static int parse_kind(parser *p, char *kind, const char **overload, size_t *overload_n) {
-  token ns = p->tok;
-  if (ns.kind != T_IDENT) return unexpected(p, "a node kind such as aten::add");
+  ir_token ns = p->lx.tok;
+  if (ns.kind != IR_T_IDENT) return unexpected(p, "a node kind such as aten::add");
   next(p);
-  if (p->tok.kind != T_COLONS) return unexpected(p, "'::' in the node kind");
+  if (p->lx.tok.kind != IR_T_COLONS) return unexpected(p, "'::' in the node kind");
   next(p);
-  if (p->tok.kind != T_IDENT) return unexpected(p, "a node kind such as aten::add");
-  if (ns.n + 2 + p->tok.n >= MAX_KIND) return perr_at(p, ns.line, ns.col, "node kind too long");
-  snprintf(kind, MAX_KIND, "%.*s::%.*s", (int)ns.n, ns.s, (int)p->tok.n, p->tok.s);
+  if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "a node kind such as aten::add");
+  if (ns.n + 2 + p->lx.tok.n >= MAX_KIND) return perr_at(p, ns.line, ns.col, "node kind too long");
+  snprintf(kind, MAX_KIND, "%.*s::%.*s", (int)ns.n, ns.s, (int)p->lx.tok.n, p->lx.tok.s);
   next(p);
   *overload = NULL;
   *overload_n = 0;
   if (at(p, '.')) {
     next(p);
-    if (p->tok.kind != T_IDENT) return unexpected(p, "an overload name");
-    *overload = p->tok.s;
-    *overload_n = p->tok.n;
+    if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "an overload name");
+    *overload = p->lx.tok.s;
+    *overload_n = p->lx.tok.n;
     next(p);
   }
   return 0;
@@ -808,7 +723,7 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
   int rc, n_outs = 0, cap_outs = 0;
   decl *outs = NULL;
   /* outputs */
-  if (p->tok.kind == T_VALUE) {
+  if (p->lx.tok.kind == IR_T_VALUE) {
     for (;;) {
       if (ir_grow(c->g, &outs, &cap_outs, n_outs + 1, sizeof *outs) < 0) return oom(p);
       if ((rc = parse_decl(p, c, &outs[n_outs++])) < 0) return rc;
@@ -818,7 +733,7 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
   }
   if ((rc = expect(p, '=')) < 0) return rc;
   /* kind */
-  token kt = p->tok;
+  ir_token kt = p->lx.tok;
   char kind[MAX_KIND];
   const char *ovl;
   size_t ovl_n;
@@ -829,12 +744,12 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
   int n_attrs = 0, cap_attrs = 0;
   if (at(p, '[') && strcmp(kind, "prim::Constant") == 0 && n_outs == 1 &&
       outs[0].type->kind == IR_TYPE_TENSOR)
-    return perr_at(p, p->tok.line, p->tok.col, "tensor constants are not supported");
+    return perr_at(p, p->lx.tok.line, p->lx.tok.col, "tensor constants are not supported");
   if (at(p, '[')) {
     next(p);
     while (!at(p, ']')) {
-      token an = p->tok;
-      if (an.kind != T_IDENT) return unexpected(p, "an attribute name");
+      ir_token an = p->lx.tok;
+      if (an.kind != IR_T_IDENT) return unexpected(p, "an attribute name");
       for (int i = 0; i < n_attrs; i++)
         if (strlen(attrs[i].name) == an.n && memcmp(attrs[i].name, an.s, an.n) == 0)
           return perr_at(p, an.line, an.col, "duplicate attribute %.*s", (int)an.n, an.s);
@@ -854,9 +769,9 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
   if ((rc = parse_uses(p, c, &ins, &n_ins, &close_line)) < 0) return rc;
   const char *src = NULL;
   size_t src_n = 0;
-  if (p->cmt && p->cmt_n && p->cmt_line == close_line) {
-    src = p->cmt;
-    src_n = p->cmt_n;
+  if (p->lx.cmt && p->lx.cmt_n && p->lx.cmt_line == close_line) {
+    src = p->lx.cmt;
+    src_n = p->lx.cmt_n;
   }
   /* resolve the kind against the input types and build the node */
   int op = -1, prim = group_prim;
@@ -876,10 +791,9 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
   for (int i = 0; i < n_outs; i++) {
     ir_value *v = ir_node_add_output(n, outs[i].type);
     if (!v) return oom(p);
-    if (ir_graph_find_value_n(c->g, outs[i].name.s, outs[i].name.n))
-      return perr_at(p, outs[i].name.line, outs[i].name.col, "redefinition of %%%.*s",
-                     (int)outs[i].name.n, outs[i].name.s);
+    if ((rc = name_value(p, c, v, &outs[i].name)) < 0) return rc;
   }
+  if (prim == IR_PRIM_CONSTANT && n_outs == 1 && (rc = coerce_constant(p, n)) < 0) return rc;
   if (group_prim >= 0) {
     if (group_index != c->n_groups)
       return perr_at(p, kt.line, kt.col, "expected group number %d, found %s", c->n_groups, kind);
@@ -893,19 +807,21 @@ static int parse_node(parser *p, gctx *c, ir_block *b) {
     c->groups[c->n_groups++] = n;
   }
   /* blocks */
-  for (int k = 0; p->tok.kind == T_IDENT && p->tok.n > 5 && memcmp(p->tok.s, "block", 5) == 0; k++) {
+  for (int k = 0;
+       p->lx.tok.kind == IR_T_IDENT && p->lx.tok.n > 5 && memcmp(p->lx.tok.s, "block", 5) == 0;
+       k++) {
     if ((rc = enter(p)) < 0 || (rc = parse_block(p, c, n, k)) < 0) return rc;
     p->depth--;
   }
   /* the outputs become visible after the node (and its blocks) */
   for (int i = 0; i < n_outs; i++)
-    if ((rc = define(p, c, n->outputs[i], &outs[i].name)) < 0) return rc;
+    if ((rc = vis_set(p, c, n->outputs[i], 1)) < 0) return rc;
   if (group_prim < 0 && (rc = ir_node_check(n)) < 0) return perr_prefix(p, kt.line, kt.col, rc);
   return 0;
 }
 
 static int parse_nodes(parser *p, gctx *c, ir_block *b) {
-  while (p->tok.kind == T_VALUE || at(p, '=')) {
+  while (p->lx.tok.kind == IR_T_VALUE || at(p, '=')) {
     int rc = parse_node(p, c, b);
     if (rc < 0) return rc;
   }
@@ -932,7 +848,7 @@ static int parse_graph_into(parser *p, gctx *c) {
     ir_node *gn = c->groups[i];
     if (!at_word(p, "with")) return unexpected(p, "'with' and the subgraph of a group");
     next(p);
-    token kt = p->tok;
+    ir_token kt = p->lx.tok;
     char kind[MAX_KIND], want[MAX_KIND + 16];
     const char *ovl;
     size_t ovl_n;
@@ -966,11 +882,11 @@ static int parse_graph(parser *p, ir_graph **out) {
 }
 
 ir_graph *ir_graph_parse(const char *text, size_t len) {
-  parser p = {.pos = text, .end = text + len, .line_start = text, .line = 1};
+  parser p = {0};
+  ir_lex_init(&p.lx, text, len);
   ir_graph *g = NULL;
-  next(&p);
   if (parse_graph(&p, &g) < 0) return NULL;
-  if (p.tok.kind != T_EOF) {
+  if (p.lx.tok.kind != IR_T_EOF) {
     unexpected(&p, "end of input after the graph");
     ir_graph_free(g);
     return NULL;

@@ -31,13 +31,26 @@ void ir_buf_put(ir_buf *b, const char *s, size_t n) {
 void ir_buf_puts(ir_buf *b, const char *s) { ir_buf_put(b, s, strlen(s)); }
 
 void ir_buf_printf(ir_buf *b, const char *fmt, ...) {
-  char tmp[512];
+  char tmp[256];
   va_list ap;
   va_start(ap, fmt);
   int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
   va_end(ap);
   if (n < 0) return;
-  ir_buf_put(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+  if ((size_t)n < sizeof tmp) {
+    ir_buf_put(b, tmp, (size_t)n);
+    return;
+  }
+  char *big = core_alloc((size_t)n + 1);
+  if (!big) {
+    b->oom = true;
+    return;
+  }
+  va_start(ap, fmt);
+  vsnprintf(big, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  ir_buf_put(b, big, (size_t)n);
+  core_free(big);
 }
 
 /* c10's IValue::repr of a double: integral values below 1e10 as "3." (and
@@ -190,7 +203,8 @@ static void put_attr_value(ir_buf *b, const ir_attr *a) {
   case IR_ATTR_STR: ir_buf_quoted(b, a->s); break;
   case IR_ATTR_INTS:
     ir_buf_puts(b, "[");
-    for (int i = 0; i < a->ints.n; i++) ir_buf_printf(b, "%s%lld", i ? ", " : "", (long long)a->ints.v[i]);
+    for (int i = 0; i < a->ints.n; i++)
+      ir_buf_printf(b, "%s%lld", i ? ", " : "", (long long)a->ints.v[i]);
     ir_buf_puts(b, "]");
     break;
   case IR_ATTR_FLOATS:
@@ -286,7 +300,10 @@ static void print_node(ir_buf *b, const ir_node *n, int level, groups *gr, unsig
   ir_buf_puts(b, "(");
   put_values(b, n->inputs, n->n_inputs, false, ", ");
   ir_buf_puts(b, ")");
-  if (n->src && !(flags & IR_PRINT_NO_SOURCE)) ir_buf_printf(b, " # %s", n->src);
+  if (n->src && !(flags & IR_PRINT_NO_SOURCE)) {
+    ir_buf_puts(b, " # ");
+    ir_buf_puts(b, n->src);
+  }
   ir_buf_puts(b, "\n");
   for (int i = 0; i < n->n_blocks; i++) {
     const ir_block *blk = n->blocks[i];

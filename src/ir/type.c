@@ -98,8 +98,8 @@ const ir_type *ir_type_copy(ir_graph *g, const ir_type *t) {
   }
   if (t->kind != IR_TYPE_LIST && t->kind != IR_TYPE_TUPLE && t->kind != IR_TYPE_OPTIONAL)
     return ir_type_simple((ir_type_kind)t->kind);
-  const ir_type *e[64], **ep = (const ir_type **)e;
-  if (t->n_elems > 64 && !(ep = ir_graph_alloc(g, (size_t)t->n_elems * sizeof *ep))) return NULL;
+  const ir_type **ep = ir_graph_alloc(g, (size_t)(t->n_elems ? t->n_elems : 1) * sizeof *ep);
+  if (!ep) return NULL;
   for (int i = 0; i < t->n_elems; i++)
     if (!(ep[i] = ir_type_copy(g, t->elems[i]))) return NULL;
   return container(g, (ir_type_kind)t->kind, t->n_elems, ep);

@@ -222,7 +222,7 @@ static int group_block(ir_graph *g, ir_block *b, int min_size) {
         made += rc;
       }
       grp.n = grp.n_ops = 0;
-      if (groupable(n)) { /* starts a new group (it did not fit the old one) */
+      if (groupable(n) && fits(&grp, n)) { /* starts a new group */
         if ((rc = group_add(&grp, n)) < 0) goto fail;
       }
     }

@@ -333,3 +333,36 @@ TEST(profiling_changing_shapes_is_bounded) {
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+/* Regression: a reshape whose size list is built at run time (from
+ * aten::size) must stay outside a DifferentiableGraph: its list is not a
+ * tensor input. It once joined and failed with "input 1 is not a tensor". */
+TEST(profiling_runtime_size_list_stays_outside) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %w : Tensor):\n"
+                            "  %zero : int = prim::Constant[value=0]()\n"
+                            "  %m1 : int = prim::Constant[value=-1]()\n"
+                            "  %h : Tensor = aten::mm(%x, %w)\n"
+                            "  %h2 : Tensor = aten::relu(%h)\n"
+                            "  %n : int = aten::size(%h2, %zero)\n"
+                            "  %l : int[] = prim::ListConstruct(%n, %m1)\n"
+                            "  %r : Tensor = aten::reshape(%h2, %l)\n"
+                            "  %y : Tensor = aten::tanh(%r)\n"
+                            "  %z : Tensor = aten::sigmoid(%y)\n"
+                            "  return (%z)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text, NULL);
+  kiln_generator *g = kiln_generator_new(9);
+  kiln_tensor *x = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F64, g);
+  kiln_tensor *w = kiln_randn(2, (int64_t[]){3, 2}, KILN_DTYPE_F64, g);
+  kiln_set_requires_grad(w, true);
+  kiln_value in[2] = {T(x), T(w)}, out[1];
+  for (int call = 0; call < 3 && f; call++) {
+    CHECK_MSG(kiln_function_call(f, in, 2, out, 1) == 1, "%s", kiln_last_error());
+    kiln_tensor *want = kiln_sigmoid(kiln_tanh(kiln_relu(kiln_mm(x, w))));
+    check_close(out[0].t, want, 1e-12, "output");
+  }
+  kiln_function_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
