@@ -52,6 +52,33 @@ def case(*inputs, grad=()):
     return deco
 
 
+# ---- what ordinary code scripts to (overloads, in-place branches) -------------
+
+@case(('t', (3, 4)), grad=(0,))
+def sum_mean_max_all(x):
+    return x.sum() + x.mean() * 2.0 + x.max()
+
+
+@case(('t', (2, 3, 4)), grad=(0,))
+def flatten_squeeze(x):
+    return torch.flatten(x, 1).unsqueeze(0).squeeze() * 2
+
+
+@case(('pos', (3, 4)), grad=(0,))
+def reciprocal_div(x):
+    return 2 / x + x.reciprocal()
+
+
+@case(('t', (3, 4)), grad=(0,))
+def functional_activations(x):
+    return F.relu(x) + F.silu(x) + F.leaky_relu(x, 0.2)
+
+
+@case(('t', (3, 4)), ('t', (3, 4)), grad=(0,))
+def mse_functional(x, y):
+    return F.mse_loss(x, y)
+
+
 # ---- elementwise, broadcasting, scalars --------------------------------------
 
 @case(('t', (3, 4)), ('t', (4,)), grad=(0, 1))

@@ -358,8 +358,10 @@ static const bad_case bad[] = {
      "2:17: unknown node kind prim::Frob"},
     {"graph(%x : Tensor):\n  %1 : Tensor = prim::Param()\n  return (%1)\n",
      "2:17: prim::Param cannot appear in graph text"},
+    {"graph(%x : Tensor):\n  %1 : Tensor = aten::frobnicate(%x)\n  return (%1)\n",
+     "2:17: unknown op aten::frobnicate"},
     {"graph(%x : Tensor):\n  %1 : Tensor = aten::broadcast_tensors(%x)\n  return (%1)\n",
-     "2:17: unknown op aten::broadcast_tensors"},
+     "2:17: aten::broadcast_tensors: argument 0 (tensors) expects Tensor[], got Tensor"},
     /* type mismatches */
     {"graph(%n : int):\n  %1 : Tensor = aten::relu(%n)\n  return (%1)\n",
      "2:17: aten::relu: no tensor among the arguments (int)"},
