@@ -29,6 +29,8 @@ TOOL_SRC := $(sort $(wildcard tools/*.c))
 TOOL_OBJ := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 BENCH_SRC := $(sort $(wildcard bench/*.c))
 BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
+# The benchmark driver without bench_kiln's main, linked into `kiln bench`.
+BENCH_LIB_OBJ := $(filter-out $(BUILD)/bench/bench_kiln.o,$(BENCH_OBJ))
 
 .PHONY: all test bench check run install uninstall clean deps deps-test bench-compare
 
@@ -45,7 +47,7 @@ $(BUILD)/libkiln.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/kiln: $(TOOL_OBJ) $(LIB_OBJ)
+$(BUILD)/kiln: $(TOOL_OBJ) $(BENCH_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 $(BUILD)/logreg: $(BUILD)/examples/logreg.o $(LIB_OBJ)
@@ -64,9 +66,19 @@ test: deps-test
 bench: $(BUILD)/bench_kiln
 	./$(BUILD)/bench_kiln
 
+# kiln and PyTorch 1.13 (bench/torch_anchor.py) side by side, each in fresh
+# processes with the same thread count and environment; THREADS="1 2"
+# (default) measures both, FILTER=SUBSTR runs some workloads.
+bench-compare: $(BUILD)/bench_kiln
+	/usr/bin/python3 scripts/bench_compare.py --kiln ./$(BUILD)/bench_kiln \
+	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER))
+
+# The main job: train the Fashion-MNIST MLP for 2 epochs in the fastest mode
+# (jit), saving a checkpoint and a plot of the curves.
 run: deps
 	$(MAKE) all
-	./$(BUILD)/logreg
+	./$(BUILD)/kiln train --model mlp --mode jit --epochs 2 \
+	    --save kiln-mlp.safetensors --plot kiln-mlp.svg
 
 deps:
 	@sh scripts/deps.sh

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "commands.h"
 #include "kiln.h"
 
 #define MAX_IO 64
@@ -18,7 +19,11 @@ static int usage(void) {
           "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
           "      --phases '3:1,2;2:;3:1,2': 3 calls with inputs 1,2 requiring grad, 2 with\n"
           "        none, 3 with 1,2 again (outputs and grads are the last call's)\n"
-          "  kiln ir GRAPH.ir\n");
+          "  kiln ir GRAPH.ir\n"
+          "  kiln train [--model mlp|cnn|lstm] [--mode eager|jit|lazy] [--epochs N] ...\n"
+          "      (kiln train --help lists every option)\n"
+          "  kiln eval CHECKPOINT [--data DIR]\n"
+          "  kiln bench [--json] [--filter SUBSTR]\n");
   return 2;
 }
 
@@ -282,6 +287,9 @@ int main(int argc, char **argv) {
   if (argc < 2) return usage();
   if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
   if (strcmp(argv[1], "ir") == 0) return cmd_ir(argc - 2, argv + 2);
+  if (strcmp(argv[1], "train") == 0) return kiln_cmd_train(argc - 2, argv + 2);
+  if (strcmp(argv[1], "eval") == 0) return kiln_cmd_eval(argc - 2, argv + 2);
+  if (strcmp(argv[1], "bench") == 0) return kiln_bench_main(argc - 2, argv + 2);
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     usage();
     return 0;
