@@ -1,224 +1,316 @@
-/* bench/bench_main.c: kiln's benchmarks (`make bench`). Each workload is
- * warmed up once, then timed over BENCH_RUNS repetitions; the table (or,
- * with --json, one JSON object per line) gives the median, min and max.
+/* bench/bench_main.c: the benchmark driver behind `kiln bench` and `make
+ * bench` (bench/bench_kiln.c is its stand-alone main).
  *
- *   bench_kiln [--json] [name-filter]
+ *   kiln bench [--json] [--filter SUBSTR] [--threads N] [--runs N]
+ *              [--min-time SECONDS] [--no-guard] [--verbose] [--list]
  *
- * The filter runs the workload of exactly that name if there is one, else
- * every workload whose name contains it.
- * Workloads: dispatch overhead of a 1-element add (with and without
- * autograd recording), SGEMM through kiln_mm against OpenBLAS directly, a
- * conv2d forward+backward, and a 4M-float copy (kiln_copy_ against
- * memcpy). Not part of `make test`. */
+ * Each workload (the bench/work_ files) is set up, warmed up, sized so that one
+ * repetition takes about --min-time seconds (default 0.2), and repeated
+ * --runs times (default 7, at least 5); the table (or with --json one
+ * object per line, {"name", "unit", "median", "min", "max", "runs"}) gives
+ * the median, min and max of the per-iteration value.
+ *
+ * Contention guard (Linux): a repetition during which other processes (or
+ * the hypervisor, as steal time) used more than 5% of the machine's CPU
+ * time is thrown away and repeated, up to 3 times; a result that still
+ * contains a contended repetition is flagged ("*" in the table,
+ * "contended": K in JSON). --no-guard turns this off.
+ *
+ * Threads: --threads N sets both kiln's OpenMP threads and OpenBLAS's
+ * pool (the pthreads build keeps its own). Idle OpenMP threads sleep: with
+ * OMP_WAIT_POLICY unset the driver re-executes itself with
+ * OMP_WAIT_POLICY=PASSIVE (Note [Bench threads]). */
 #include <cblas.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
-#include "kiln.h"
+#include "../tools/commands.h"
+#include "bench.h"
 
-#define BENCH_RUNS 7
+#define MAX_RUNS 64
+#define GUARD_RETRIES 3
 
-static double now_s(void) {
+double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* One repetition returns its result in the workload's unit. */
-typedef double (*bench_fn)(void);
+bool bench_verbose;
+const char *bench_current = "";
 
-typedef struct bench {
-  const char *name, *unit;
-  bench_fn fn;
-} bench;
-
-/* ---- dispatch overhead -------------------------------------------------------- */
-
-#define ADD_OPS 200000
-#define ADD_SCOPE 1000 /* the scope is ended (outputs freed) every 1000 ops */
-
-static double add_loop(bool grad) {
-  int64_t one[1] = {1};
-  kiln_tensor *a = kiln_ones(1, one, KILN_DTYPE_F32);
-  kiln_tensor *b = kiln_ones(1, one, KILN_DTYPE_F32);
-  if (grad) kiln_set_requires_grad(a, true);
-  double t0 = now_s();
-  for (int i = 0; i < ADD_OPS; i += ADD_SCOPE) {
-    kiln_scope_begin();
-    for (int k = 0; k < ADD_SCOPE; k++) kiln_add(a, b);
-    kiln_scope_end();
+void bench_print_function(const kiln_function *f) {
+  const char *name = bench_current;
+  if (!bench_verbose || !f) return;
+  kiln_function_stats st;
+  kiln_function_get_stats(f, &st);
+  fprintf(stderr,
+          "bench: %s: profiling_runs %lld, optimizations %lld, guard passes %lld, failures "
+          "%lld, fallback calls %lld\n",
+          name, (long long)st.profiling_runs, (long long)st.optimizations,
+          (long long)st.guard_passes, (long long)st.guard_failures, (long long)st.fallback_calls);
+  for (int i = 0; i < kiln_function_n_guard_failure_reasons(f) && i < 5; i++)
+    fprintf(stderr, "bench: %s: guard failure: %s\n", name,
+            kiln_function_guard_failure_reason(f, i));
+  if (getenv("KILN_BENCH_GRAPHS")) {
+    char *g = kiln_function_last_optimized_graph(f);
+    if (g) fprintf(stderr, "%s\n", g);
+    kiln_free(g);
   }
-  double t = now_s() - t0;
-  kiln_release(a);
-  kiln_release(b);
-  return t * 1e9 / ADD_OPS;
-}
-static double bench_overhead_add(void) { return add_loop(false); }
-static double bench_overhead_add_grad(void) { return add_loop(true); }
-
-/* ---- SGEMM -------------------------------------------------------------------- */
-
-#define GEMM_N 1024
-#define GEMM_REPS 8
-
-static kiln_tensor *gemm_a, *gemm_b;
-
-static void gemm_inputs(void) {
-  if (gemm_a) return;
-  int64_t s[2] = {GEMM_N, GEMM_N};
-  kiln_generator *g = kiln_generator_new(1);
-  gemm_a = kiln_randn(2, s, KILN_DTYPE_F32, g);
-  gemm_b = kiln_randn(2, s, KILN_DTYPE_F32, g);
-  kiln_generator_free(g);
 }
 
-static double gflops(double seconds) {
-  return 2.0 * GEMM_N * GEMM_N * (double)GEMM_N * GEMM_REPS / seconds * 1e-9;
+double bench_fail(const char *name, const char *what) {
+  fprintf(stderr, "bench: %s: %s failed: %s\n", name, what, kiln_last_error());
+  return -1;
 }
 
-static double bench_sgemm(void) {
-  gemm_inputs();
-  double t0 = now_s();
-  for (int i = 0; i < GEMM_REPS; i++) kiln_release(kiln_mm(gemm_a, gemm_b));
-  return gflops(now_s() - t0);
+/* ---- contention guard ------------------------------------------------------------- */
+
+/* CPU ticks used by everything but idle (incl. steal), and by this process. */
+typedef struct ticks {
+  long long busy, own;
+} ticks;
+
+static bool read_ticks(ticks *t) {
+  long long v[10] = {0};
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return false;
+  int n = fscanf(f, "cpu %lld %lld %lld %lld %lld %lld %lld %lld", &v[0], &v[1], &v[2], &v[3],
+                 &v[4], &v[5], &v[6], &v[7]);
+  fclose(f);
+  if (n < 8) return false;
+  t->busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* user nice system irq softirq steal */
+  char buf[1024];
+  f = fopen("/proc/self/stat", "r");
+  if (!f) return false;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  char *p = strrchr(buf, ')'); /* fields after the command name: state is field 3 */
+  long long utime, stime;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime,
+                   &stime) != 2)
+    return false;
+  t->own = utime + stime;
+  return true;
 }
 
-static double bench_openblas_sgemm(void) {
-  static float *c;
-  gemm_inputs();
-  if (!c) c = aligned_alloc(64, sizeof(float) * GEMM_N * GEMM_N);
-  const float *a = kiln_tensor_data(gemm_a), *b = kiln_tensor_data(gemm_b);
-  double t0 = now_s();
-  for (int i = 0; i < GEMM_REPS; i++)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, GEMM_N, GEMM_N, GEMM_N, 1.0f, a,
-                GEMM_N, b, GEMM_N, 0.0f, c, GEMM_N);
-  return gflops(now_s() - t0);
+/* Whether others used more than 5% of the machine (plus 2 ticks of
+ * sampling slack) between a and b, over seconds of wall time. */
+static bool contended(const ticks *a, const ticks *b, double seconds) {
+  static long hz, ncpu;
+  if (!hz) hz = sysconf(_SC_CLK_TCK), ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  double others = (double)((b->busy - a->busy) - (b->own - a->own));
+  return others > 2 + 0.05 * seconds * (double)hz * (double)ncpu;
 }
 
-/* ---- conv2d ------------------------------------------------------------------- */
+/* ---- driver ----------------------------------------------------------------------- */
 
-/* One forward and backward (grads for input, weight, bias) of a 3x3
- * convolution, padding 1, on [64, 32, 14, 14] float32 with 64 filters: the
- * second conv layer of a small MNIST CNN. */
-static kiln_tensor *conv_x, *conv_w, *conv_b;
-
-static double bench_conv2d(void) {
-  kiln_tensor *x = conv_x, *w = conv_w, *b = conv_b;
-  if (!x) {
-    kiln_generator *g = kiln_generator_new(2);
-    x = kiln_randn(4, (int64_t[]){64, 32, 14, 14}, KILN_DTYPE_F32, g);
-    w = kiln_randn(4, (int64_t[]){64, 32, 3, 3}, KILN_DTYPE_F32, g);
-    b = kiln_randn(1, (int64_t[]){64}, KILN_DTYPE_F32, g);
-    kiln_generator_free(g);
-    kiln_set_requires_grad(x, true);
-    kiln_set_requires_grad(w, true);
-    kiln_set_requires_grad(b, true);
-    conv_x = x, conv_w = w, conv_b = b;
-  }
-  const int64_t one[2] = {1, 1};
-  double t0 = now_s();
-  kiln_scope_begin();
-  kiln_tensor *y = kiln_conv2d(x, w, b, one, one);
-  kiln_backward(y, kiln_ones(4, kiln_tensor_shape(y), KILN_DTYPE_F32));
-  kiln_scope_end();
-  double t = now_s() - t0;
-  kiln_tensor_set_grad(x, NULL);
-  kiln_tensor_set_grad(w, NULL);
-  kiln_tensor_set_grad(b, NULL);
-  return t * 1e3;
-}
-
-/* ---- copy ----------------------------------------------------------------------- */
-
-#define COPY_N (4 << 20)
-#define COPY_REPS 20
-
-static double copy_gbs(double seconds) {
-  return 2.0 * sizeof(float) * (double)COPY_N * COPY_REPS / seconds * 1e-9; /* read + write */
-}
-
-static kiln_tensor *copy_src, *copy_dst;
-
-static double bench_copy(void) {
-  int64_t n[1] = {COPY_N};
-  if (!copy_src) {
-    copy_src = kiln_ones(1, n, KILN_DTYPE_F32);
-    copy_dst = kiln_zeros(1, n, KILN_DTYPE_F32);
-  }
-  double t0 = now_s();
-  for (int i = 0; i < COPY_REPS; i++) kiln_copy_(copy_dst, copy_src);
-  return copy_gbs(now_s() - t0);
-}
-
-static float *src, *dst; /* memcpy_4m's buffers */
-
-static double bench_memcpy(void) {
-  if (!src) {
-    src = aligned_alloc(64, sizeof(float) * COPY_N);
-    dst = aligned_alloc(64, sizeof(float) * COPY_N);
-    for (int i = 0; i < COPY_N; i++) src[i] = (float)i, dst[i] = 0;
-  }
-  double t0 = now_s();
-  for (int i = 0; i < COPY_REPS; i++) {
-    memcpy(dst, src, sizeof(float) * COPY_N);
-    __asm__ volatile("" : : "r"(dst) : "memory"); /* keep every copy */
-  }
-  return copy_gbs(now_s() - t0);
-}
-
-static const bench benches[] = {
-    {"overhead_add", "ns/op", bench_overhead_add},
-    {"overhead_add_grad", "ns/op", bench_overhead_add_grad},
-    {"sgemm_1024", "GFLOP/s", bench_sgemm},
-    {"openblas_sgemm_1024", "GFLOP/s", bench_openblas_sgemm},
-    {"conv2d_fwd_bwd", "ms", bench_conv2d},
-    {"copy_4m", "GB/s", bench_copy},
-    {"memcpy_4m", "GB/s", bench_memcpy},
-};
+typedef struct bench_opts {
+  bool json, guard, list;
+  const char *filter;
+  int threads, runs;
+  double min_time;
+} bench_opts;
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
-int main(int argc, char **argv) {
-  bool json = false;
-  const char *filter = NULL;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--json")) json = true;
-    else filter = argv[i];
+static double value_of(const bench_workload *w, double seconds, int iters) {
+  if (w->kind == BENCH_TIME) return seconds / iters * w->scale;
+  return w->work * iters / seconds * w->scale;
+}
+
+/* Iterations per repetition so that one takes about min_time seconds. */
+static int size_iters(const bench_workload *w, double min_time) {
+  int n = 1;
+  for (;;) {
+    double t = w->run(n);
+    if (t < 0) return -1;
+    if (w->max_iters && n >= w->max_iters) return w->max_iters;
+    if (t >= min_time / 4 || n >= 1 << 26) {
+      double k = t > 0 ? (double)n * min_time / t : (double)n;
+      int it = k < 1 ? 1 : k > (double)(1 << 28) ? 1 << 28 : (int)k;
+      return w->max_iters && it > w->max_iters ? w->max_iters : it;
+    }
+    n = t > 0 && min_time / 4 / t < 10 ? (int)(n * (min_time / 2 / t)) + 1 : n * 10;
+  }
+}
+
+/* Runs one workload and prints its line; < 0 on failure. */
+static int run_one(const bench_workload *w, const bench_opts *o) {
+  double r[MAX_RUNS];
+  int n_contended = 0, n_timed = 0, iters;
+  bench_current = w->name;
+  if (w->setup() < 0) {
+    bench_fail(w->name, "setup");
+    if (w->teardown) w->teardown();
+    return -1;
+  }
+  if (w->run(w->warmup) < 0 || (iters = size_iters(w, o->min_time)) < 0) goto fail;
+  int64_t unc0 = kiln_lazy_counter("UncachedCompile"), cac0 = kiln_lazy_counter("CachedCompile");
+  for (int k = 0; k < o->runs; k++) {
+    for (int attempt = 0;; attempt++) {
+      ticks a, b;
+      bool have = o->guard && read_ticks(&a);
+      double t = w->run(iters);
+      if (t < 0) goto fail;
+      n_timed++;
+      r[k] = value_of(w, t, iters);
+      if (!have || !read_ticks(&b) || !contended(&a, &b, t)) break;
+      if (attempt == GUARD_RETRIES) {
+        n_contended++;
+        break;
+      }
+      usleep(200000); /* let the other job finish */
+    }
+  }
+  if (bench_verbose)
+    fprintf(stderr, "bench: %s: %d timed runs of %d iterations; lazy compiles: %lld uncached, "
+            "%lld cached\n", w->name, n_timed, iters, (long long)(kiln_lazy_counter("UncachedCompile") - unc0),
+            (long long)(kiln_lazy_counter("CachedCompile") - cac0));
+  if (w->teardown) w->teardown();
+  qsort(r, (size_t)o->runs, sizeof *r, cmp_double);
+  double med = o->runs % 2 ? r[o->runs / 2] : (r[o->runs / 2 - 1] + r[o->runs / 2]) / 2;
+  if (o->json) {
+    printf("{\"name\": \"%s\", \"unit\": \"%s\", \"median\": %.6g, \"min\": %.6g, "
+           "\"max\": %.6g, \"runs\": %d",
+           w->name, w->unit, med, r[0], r[o->runs - 1], o->runs);
+    if (n_contended) printf(", \"contended\": %d", n_contended);
+    printf("}\n");
+  } else {
+    printf("%-28s %-8s %10.4g %10.4g %10.4g %5d%s\n", w->name, w->unit, med, r[0],
+           r[o->runs - 1], o->runs, n_contended ? " *" : "");
+  }
+  fflush(stdout);
+  return 0;
+fail:
+  bench_fail(w->name, "run");
+  if (w->teardown) w->teardown();
+  return -1;
+}
+
+static int usage(void) {
+  fprintf(stderr,
+          "usage: kiln bench [--json] [--filter SUBSTR] [--threads N] [--runs N]\n"
+          "                  [--min-time SECONDS] [--no-guard] [--verbose] [--list]\n"
+          "  --filter: the workload of exactly that name if there is one, else every\n"
+          "            workload whose name contains SUBSTR\n"
+          "  --threads: OpenMP and OpenBLAS threads (default: their own defaults)\n"
+          "  --runs: repetitions, >= 5 (default 7); --min-time: seconds per repetition (0.2)\n"
+          "  --no-guard: keep repetitions during which other processes used the CPU\n"
+          "  --verbose: executor statistics on stderr (KILN_BENCH_GRAPHS=1: optimized graphs)\n");
+  return 2;
+}
+
+static int parse_args(int argc, char **argv, bench_opts *o) {
+  *o = (bench_opts){.guard = true, .runs = 7, .min_time = 0.2};
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    bool has_val = i + 1 < argc;
+    if (!strcmp(a, "--json")) o->json = true;
+    else if (!strcmp(a, "--list")) o->list = true;
+    else if (!strcmp(a, "--no-guard")) o->guard = false;
+    else if (!strcmp(a, "--verbose")) bench_verbose = true;
+    else if (!strcmp(a, "--filter") && has_val) o->filter = argv[++i];
+    else if (!strcmp(a, "--threads") && has_val) o->threads = atoi(argv[++i]);
+    else if (!strcmp(a, "--runs") && has_val) o->runs = atoi(argv[++i]);
+    else if (!strcmp(a, "--min-time") && has_val) o->min_time = atof(argv[++i]);
+    else if (a[0] != '-' && !o->filter) o->filter = a; /* bench_kiln NAME, as before */
+    else return -1;
+  }
+  if (o->runs < 5 || o->runs > MAX_RUNS || o->threads < 0 || !(o->min_time > 0)) return -1;
+  return 0;
+}
+
+/* Note [Bench threads]: kiln parallelises elementwise kernels with OpenMP
+ * (libgomp) and leaves GEMM to OpenBLAS's own pthreads pool. By default
+ * idle libgomp workers spin (OMP_WAIT_POLICY unset: ~300k spins before
+ * sleeping) and OpenBLAS workers poll with sched_yield, so right after a
+ * parallel elementwise op the spinning OpenMP worker takes the core an
+ * OpenBLAS worker needs for the next GEMM. Measured here: the LSTM step
+ * with 2 threads took 20x as long as with 1 thread when the machine was
+ * busy. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so when the
+ * variable is unset the driver sets OMP_WAIT_POLICY=PASSIVE and re-executes
+ * itself (/proc/self/exe with the same arguments); set the variable
+ * yourself (e.g. OMP_WAIT_POLICY=ACTIVE) to measure something else.
+ * scripts/bench_compare.py starts kiln and PyTorch with the same
+ * environment. */
+static void reexec_passive(void) {
+  if (getenv("OMP_WAIT_POLICY") || getenv("KILN_BENCH_REEXEC")) return;
+  static char buf[1 << 16];
+  char *args[256];
+  int n_args = 0;
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+  if (f) fclose(f);
+  for (size_t i = 0; i < len && n_args < 255; i += strlen(buf + i) + 1) args[n_args++] = buf + i;
+  args[n_args] = NULL;
+  if (!len || len >= sizeof buf - 1 || n_args == 255) return;
+  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  setenv("KILN_BENCH_REEXEC", "1", 1);
+  fflush(NULL);
+  execv("/proc/self/exe", args);
+  fprintf(stderr, "bench: cannot re-execute with OMP_WAIT_POLICY=PASSIVE; idle OpenMP threads "
+                  "will spin\n");
+  unsetenv("OMP_WAIT_POLICY");
+}
+static void print_env(const bench_opts *o) {
+  static const char *vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
+                               "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND",
+                               "KILN_BENCH_REEXEC"};
+  FILE *f = o->json ? stderr : stdout;
+  fprintf(f, "kiln bench: %ld CPUs, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
+          sysconf(_SC_NPROCESSORS_ONLN), omp_get_max_threads(), openblas_get_num_threads(),
+          openblas_get_config());
+  bool any = false;
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+    if (getenv(vars[i])) fprintf(f, " %s=%s", vars[i], getenv(vars[i])), any = true;
+  fprintf(f, "%s\n", any ? "" : " (none set)");
+}
+
+int kiln_bench_main(int argc, char **argv) {
+  typedef const bench_workload *(*list_fn)(int *);
+  static const list_fn lists[] = {bench_overhead_workloads, bench_ew_workloads,
+                                  bench_gemm_workloads, bench_model_workloads,
+                                  bench_extra_workloads};
+  bench_opts o;
+  if (parse_args(argc, argv, &o) < 0) return usage();
+  if (!o.list) reexec_passive();
+  if (o.threads > 0) {
+    omp_set_num_threads(o.threads);
+    openblas_set_num_threads(o.threads);
   }
   bool exact = false;
-  for (size_t i = 0; filter && i < sizeof benches / sizeof *benches; i++)
-    exact |= !strcmp(benches[i].name, filter);
-  if (!json)
-    printf("%-22s %-8s %10s %10s %10s %5s\n", "name", "unit", "median", "min", "max", "runs");
-  for (size_t i = 0; i < sizeof benches / sizeof *benches; i++) {
-    const bench *b = &benches[i];
-    double r[BENCH_RUNS];
-    if (filter && (exact ? strcmp(b->name, filter) : !strstr(b->name, filter))) continue;
-    b->fn(); /* warm-up */
-    for (int k = 0; k < BENCH_RUNS; k++) r[k] = b->fn();
-    qsort(r, BENCH_RUNS, sizeof *r, cmp_double);
-    double med = r[BENCH_RUNS / 2], lo = r[0], hi = r[BENCH_RUNS - 1];
-    if (json)
-      printf("{\"name\": \"%s\", \"unit\": \"%s\", \"median\": %.6g, \"min\": %.6g, "
-             "\"max\": %.6g, \"runs\": %d}\n",
-             b->name, b->unit, med, lo, hi, BENCH_RUNS);
-    else
-      printf("%-22s %-8s %10.4g %10.4g %10.4g %5d\n", b->name, b->unit, med, lo, hi, BENCH_RUNS);
-    fflush(stdout);
+  for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+    int n;
+    const bench_workload *ws = lists[l](&n);
+    for (int i = 0; i < n; i++) {
+      if (o.list) printf("%s\n", ws[i].name);
+      exact |= o.filter && !strcmp(ws[i].name, o.filter);
+    }
   }
-  kiln_release(gemm_a);
-  kiln_release(gemm_b);
-  kiln_release(conv_x);
-  kiln_release(conv_w);
-  kiln_release(conv_b);
-  kiln_release(copy_src);
-  kiln_release(copy_dst);
-  free(src);
-  free(dst);
-  return 0;
+  if (o.list) return 0;
+  print_env(&o);
+  if (!o.json)
+    printf("%-28s %-8s %10s %10s %10s %5s\n", "name", "unit", "median", "min", "max", "runs");
+  fflush(stdout);
+  int failed = 0;
+  for (size_t l = 0; l < sizeof lists / sizeof *lists; l++) {
+    int n;
+    const bench_workload *ws = lists[l](&n);
+    for (int i = 0; i < n; i++) {
+      const char *name = ws[i].name;
+      if (o.filter && (exact ? strcmp(name, o.filter) : !strstr(name, o.filter))) continue;
+      kiln_clear_error();
+      if (run_one(&ws[i], &o) < 0) failed++;
+    }
+  }
+  return failed ? 1 : 0;
 }

@@ -862,7 +862,7 @@ KILN_API kiln_status kiln_checkpoint_read_info(const char *path, kiln_checkpoint
  * parameter (and optimizer buffer, when o is given) is present with its
  * dtype and shape, and that nothing else is; on failure m and o are
  * untouched and the message says what differs. Parameters may be CPU or
- * lazy. */
+ * lazy. On success o's step count and learning rate are the checkpoint's. */
 KILN_API kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
                                           kiln_checkpoint_info *info);
 
@@ -882,10 +882,11 @@ typedef struct kiln_nn_train_opts {
   kiln_nn_mode mode;        /* default eager */
   int epochs;               /* total epochs (a resumed run continues to it); 2 */
   int64_t batch;            /* 64 */
-  double lr;                /* 0: the optimizer's default (sgd 0.05, adam 1e-3) */
+  double lr;                /* 0: sgd 0.05, adam 1e-3 (resumed: the checkpoint's) */
   const char *optimizer;    /* "sgd" (default; momentum 0.9), "adam", "adamw" */
   double momentum;          /* SGD momentum; 0.9 */
-  const char *schedule;     /* "cosine" (default: to 0 over the run), "step" (x0.7 every epoch), "none" */
+  const char *schedule;     /* "cosine" (default: per step to 0 at the end of
+                               the last epoch), "step" (x0.7 each epoch), "none" */
   uint64_t seed;            /* 0 */
   const char *data_dir;     /* NULL: kiln_data_default_dir() */
   const char *save_path;    /* checkpoint written at the end (NULL: none) */

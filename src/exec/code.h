@@ -63,9 +63,10 @@ int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out);
 /* Makes c own obj (freed with free_fn when c is freed). On OOM frees obj
  * at once and returns < 0. */
 int exec_code_own(exec_code *c, void *obj, void (*free_fn)(void *obj));
-/* Fills each instruction's free list from last uses. Straight-line code
- * only: the graph compiler computes its own for code with jumps. */
-int exec_code_plan_frees(exec_code *c);
+/* Adds register r to the free list of instruction last[r] (for each r;
+ * last[r] outside [0, n_instr) means never). The compiler computes last
+ * uses (Note [Registers and liveness] in interp.c). < 0 on OOM. */
+int exec_code_set_frees(exec_code *c, const int *last);
 /* Runs c on inputs (borrowed) and writes n_outputs new values to outputs.
  * Returns < 0 with the error set; a failing instruction is named. */
 int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs);

@@ -364,23 +364,11 @@ static int plan_frees(compiler *k) {
   for (int i = 0; i < c->n_outputs; i++) last[c->output_regs[i]] = c->n_instr; /* never */
   for (int i = 0; i < c->n_inputs; i++)
     if (last[c->input_regs[i]] < 0) last[c->input_regs[i]] = c->n_instr; /* unused input */
-  for (int r = 0; r < c->n_regs; r++) {
-    int i = last[r];
-    if (i < 0 || i >= c->n_instr) continue;
-    exec_instr *x = &c->instr[i];
-    /* a value defined inside a loop body must survive to the next
-     * iteration only through carried moves; clearing after its last use
-     * in the body is safe */
-    int *f = core_realloc(x->free, (size_t)(x->n_free + 1) * sizeof *f);
-    if (!f) {
-      core_free(last);
-      return KILN_ERR_NOMEM;
-    }
-    x->free = f;
-    f[x->n_free++] = r;
-  }
+  /* a value defined inside a loop body survives to the next iteration only
+   * through the carried moves: clearing it after its last use there is safe */
+  int rc = exec_code_set_frees(c, last);
   core_free(last);
-  return 0;
+  return rc;
 }
 
 exec_code *exec_compile(const ir_graph *g, const exec_compile_opts *opts) {

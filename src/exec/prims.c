@@ -166,21 +166,28 @@ static int p_item(const exec_instr *x, exec_value *in, exec_value *out) {
   return 0;
 }
 
+/* The number in a tensor (item) or a number value; 1 if v is neither. */
+static int number_of(const exec_value *v, double *out) {
+  if (v->tag == EXEC_V_TENSOR) return kiln_item(v->t, out) < 0 ? -1 : 0;
+  if (IN_NUM(v)) {
+    *out = num(v);
+    return 0;
+  }
+  return 1;
+}
+
 static int p_int(const exec_instr *x, exec_value *in, exec_value *out) {
   double v;
-  if (in[0].tag == EXEC_V_TENSOR) {
-    if (kiln_item(in[0].t, &v) < 0) return -1;
-  } else if (IN_NUM(&in[0])) {
-    v = num(&in[0]);
-  } else if (in[0].tag == EXEC_V_STR) {
+  int rc = number_of(&in[0], &v);
+  if (rc < 0) return rc;
+  if (rc > 0) {
     char *end;
-    long long k = strtoll(in[0].s, &end, 10);
+    long long k = in[0].tag == EXEC_V_STR ? strtoll(in[0].s, &end, 10) : 0;
+    if (in[0].tag != EXEC_V_STR) return type_error(x, in, 1);
     if (*end || end == in[0].s)
       return core_error(KILN_ERR_INVALID, "%s: invalid literal for int(): '%s'", x->name, in[0].s);
     out[0] = vi(k);
     return 0;
-  } else {
-    return type_error(x, in, 1);
   }
   if (!isfinite(v))
     return core_error(KILN_ERR_INVALID, "%s: cannot convert %g to int", x->name, v);
@@ -190,17 +197,14 @@ static int p_int(const exec_instr *x, exec_value *in, exec_value *out) {
 
 static int p_float(const exec_instr *x, exec_value *in, exec_value *out) {
   double v;
-  if (in[0].tag == EXEC_V_TENSOR) {
-    if (kiln_item(in[0].t, &v) < 0) return -1;
-  } else if (IN_NUM(&in[0])) {
-    v = num(&in[0]);
-  } else if (in[0].tag == EXEC_V_STR) {
+  int rc = number_of(&in[0], &v);
+  if (rc < 0) return rc;
+  if (rc > 0) {
+    if (in[0].tag != EXEC_V_STR) return type_error(x, in, 1);
     char *end;
     v = strtod(in[0].s, &end);
     if (*end || end == in[0].s)
       return core_error(KILN_ERR_INVALID, "%s: could not convert '%s' to float", x->name, in[0].s);
-  } else {
-    return type_error(x, in, 1);
   }
   out[0] = vf(v);
   return 0;
@@ -208,13 +212,8 @@ static int p_float(const exec_instr *x, exec_value *in, exec_value *out) {
 
 static int p_bool(const exec_instr *x, exec_value *in, exec_value *out) {
   double v;
-  if (in[0].tag == EXEC_V_TENSOR) {
-    if (kiln_item(in[0].t, &v) < 0) return -1;
-  } else if (IN_NUM(&in[0])) {
-    v = num(&in[0]);
-  } else {
-    return type_error(x, in, 1);
-  }
+  int rc = number_of(&in[0], &v);
+  if (rc != 0) return rc < 0 ? rc : type_error(x, in, 1);
   out[0] = vb(v != 0);
   return 0;
 }

@@ -58,27 +58,16 @@ int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out) {
   return c->n_instr++;
 }
 
-int exec_code_plan_frees(exec_code *c) {
-  int *last = core_alloc((size_t)(c->n_regs ? c->n_regs : 1) * sizeof *last);
-  if (!last) return KILN_ERR_NOMEM;
-  for (int r = 0; r < c->n_regs; r++) last[r] = -1;
-  for (int i = 0; i < c->n_instr; i++)
-    for (int k = 0; k < c->instr[i].n_in; k++)
-      if (c->instr[i].in[k] >= 0) last[c->instr[i].in[k]] = i;
-  for (int k = 0; k < c->n_outputs; k++) last[c->output_regs[k]] = c->n_instr; /* never */
+int exec_code_set_frees(exec_code *c, const int *last) {
   for (int r = 0; r < c->n_regs; r++) {
     int i = last[r];
     if (i < 0 || i >= c->n_instr) continue;
     exec_instr *x = &c->instr[i];
     int *f = core_realloc(x->free, (size_t)(x->n_free + 1) * sizeof *f);
-    if (!f) {
-      core_free(last);
-      return KILN_ERR_NOMEM;
-    }
+    if (!f) return KILN_ERR_NOMEM;
     x->free = f;
     f[x->n_free++] = r;
   }
-  core_free(last);
   return 0;
 }
 

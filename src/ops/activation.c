@@ -98,16 +98,6 @@ const op_tile_fn op_clamp_tiles[KILN_DTYPE_COUNT] = {clamp_f32_tile, clamp_f64_t
 
 #define X (g->args[0].t)
 
-static int put0(op_grad_ctx *g, kiln_tensor *r) {
-  if (!r) return KILN_ERR_INVALID;
-  g->grad_in[0] = r;
-  return 0;
-}
-
-#define GRAD_GUARD()                                                            \
-  kiln_tensor *go = g->grads[0];                                                \
-  if (!go || !g->needs[0]) return 0
-
 /* t <op> s for a number s: a bool tensor. */
 static kiln_tensor *cmp_num(int op, kiln_tensor *t, double s) {
   return op_call1(op, (op_val[]){OPV_T(t), OPV_F(s)}, 2);
@@ -121,16 +111,16 @@ static kiln_tensor *where_or_zero(kiln_tensor *mask, kiln_tensor *a) {
 /* PyTorch's threshold_backward(g, y, 0): y <= 0 ? 0 : g, from the saved
  * output (a NaN output passes the gradient, as there). */
 int op_relu_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *dead = cmp_num(KILN_OP_LE, g->outs[0], 0.0);
-  return put0(g, op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(dead), OPV_F(0.0), OPV_T(go)}, 3));
+  return op_grad_put(g, 0, op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(dead), OPV_F(0.0), OPV_T(go)}, 3));
 }
 
 /* exact: d = Phi(x) + x phi(x);
  * tanh:  with u = beta (x + kappa x^3), t = tanh u:
  *        d = (1 + t)/2 + x/2 (1 - t^2) beta (1 + 3 kappa x^2). */
 int op_gelu_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   const op_val *ap = &g->args[1];
   bool tanh_form = ap->tag == OP_VAL_STR && strcmp(ap->s, "tanh") == 0;
   kiln_tensor *x2 = kiln_mul(X, X), *d;
@@ -151,37 +141,37 @@ int op_gelu_grad(op_grad_ctx *g) {
                                        M_2_SQRTPI * M_SQRT1_2 * 0.5);
     d = kiln_add(cdf, kiln_mul(X, pdf));
   }
-  return put0(g, kiln_mul(go, d));
+  return op_grad_put(g, 0, kiln_mul(go, d));
 }
 
 /* d silu = s (1 + x (1 - s)), s = sigmoid(x) */
 int op_silu_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *s = kiln_sigmoid(X);
   kiln_tensor *inner = kiln_add_scalar(kiln_mul(X, kiln_add_scalar(kiln_neg(s), 1.0)), 1.0);
-  return put0(g, kiln_mul(go, kiln_mul(s, inner)));
+  return op_grad_put(g, 0, kiln_mul(go, kiln_mul(s, inner)));
 }
 
 /* x > 0 ? g : slope * g */
 int op_leaky_relu_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   double slope = op_val_num(&g->args[1]);
-  return put0(g, kiln_where(cmp_num(KILN_OP_GT, X, 0.0), go, kiln_mul_scalar(go, slope)));
+  return op_grad_put(g, 0, kiln_where(cmp_num(KILN_OP_GT, X, 0.0), go, kiln_mul_scalar(go, slope)));
 }
 
 /* PyTorch's clamp_backward: g where min <= x <= max (the subgradient 1 on
  * the bounds), else 0; a None bound imposes no condition. */
 int op_clamp_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   double lo = op_val_num(&g->args[1]), hi = op_val_num(&g->args[2]);
   kiln_tensor *mask = NULL;
-  if (isnan(lo) && isnan(hi)) return put0(g, go);
+  if (isnan(lo) && isnan(hi)) return op_grad_put(g, 0, go);
   if (!isnan(lo)) mask = cmp_num(KILN_OP_GE, X, lo);
   if (!isnan(hi)) {
     kiln_tensor *m = cmp_num(KILN_OP_LE, X, hi);
     mask = mask ? kiln_mul(mask, m) : m; /* Bool * Bool is logical and */
   }
-  return put0(g, where_or_zero(mask, go));
+  return op_grad_put(g, 0, where_or_zero(mask, go));
 }
 
 #undef X

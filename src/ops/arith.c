@@ -37,24 +37,15 @@ static int slot_of(const op_val *args, int arg) {
   return args[arg].tag == OP_VAL_TENSOR ? s : -1;
 }
 
-/* Stores a formula result; a NULL means an op inside it failed (its
- * message is set), which fails the backward instead of becoming a silent
- * zero gradient. */
-static int put(op_grad_ctx *g, int slot, kiln_tensor *r) {
-  if (!r) return -1;
-  g->grad_in[slot] = r;
-  return 0;
-}
-
 static int addsub_grad(op_grad_ctx *g, double sign) {
   kiln_tensor *go = g->grads[0];
   double alpha = op_val_num(&g->args[2]);
   int s0 = slot_of(g->args, 0), s1 = slot_of(g->args, 1);
   if (!go) return 0;
-  if (s0 >= 0 && g->needs[s0] && put(g, s0, to_operand(go, &g->args[0])) < 0) return -1;
+  if (s0 >= 0 && g->needs[s0] && op_grad_put(g, s0, to_operand(go, &g->args[0])) < 0) return -1;
   if (s1 >= 0 && g->needs[s1]) {
     kiln_tensor *x = sign * alpha == 1.0 ? go : kiln_mul_scalar(go, sign * alpha);
-    if (put(g, s1, to_operand(x, &g->args[1])) < 0) return -1;
+    if (op_grad_put(g, s1, to_operand(x, &g->args[1])) < 0) return -1;
   }
   return 0;
 }
@@ -68,12 +59,12 @@ int op_mul_grad(op_grad_ctx *g) {
   const op_val *a = &g->args[0], *b = &g->args[1];
   if (!go) return 0;
   if (s0 >= 0 && g->needs[s0] &&
-      put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_mul(go, b->t)
+      op_grad_put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_mul(go, b->t)
                                                     : kiln_mul_scalar(go, op_val_num(b)),
                             a)) < 0)
     return -1;
   if (s1 >= 0 && g->needs[s1] &&
-      put(g, s1, to_operand(a->tag == OP_VAL_TENSOR ? kiln_mul(go, a->t)
+      op_grad_put(g, s1, to_operand(a->tag == OP_VAL_TENSOR ? kiln_mul(go, a->t)
                                                     : kiln_mul_scalar(go, op_val_num(a)),
                             b)) < 0)
     return -1;
@@ -92,7 +83,7 @@ int op_div_grad(op_grad_ctx *g) {
   const op_val *a = &g->args[0], *b = &g->args[1];
   if (!go) return 0;
   if (s0 >= 0 && g->needs[s0] &&
-      put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_div(go, b->t)
+      op_grad_put(g, s0, to_operand(b->tag == OP_VAL_TENSOR ? kiln_div(go, b->t)
                                                     : kiln_div_scalar(go, op_val_num(b)),
                             a)) < 0)
     return -1;
@@ -101,7 +92,7 @@ int op_div_grad(op_grad_ctx *g) {
     kiln_tensor *q = a->tag == OP_VAL_TENSOR ? kiln_div(a->t, b->t)
                                              : kiln_mul_scalar(reciprocal(b->t), op_val_num(a));
     kiln_tensor *r = q ? kiln_mul_scalar(kiln_div(kiln_mul(go, q), b->t), -1.0) : NULL;
-    if (put(g, s1, to_operand(r, b)) < 0) return -1;
+    if (op_grad_put(g, s1, to_operand(r, b)) < 0) return -1;
   }
   return 0;
 }

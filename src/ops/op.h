@@ -74,6 +74,21 @@ typedef struct op_grad_ctx {
   int n_slots;
 } op_grad_ctx;
 
+/* Stores a formula's result for slot. A NULL result means an op inside the
+ * formula failed (its message is set): that fails the backward instead of
+ * becoming a silent zero gradient. */
+static inline int op_grad_put(op_grad_ctx *g, int slot, kiln_tensor *r) {
+  if (!r) return KILN_ERR_INVALID;
+  g->grad_in[slot] = r;
+  return 0;
+}
+
+/* In a one-input formula: `go` is the output's gradient; returns early
+ * when no gradient flowed or slot 0 does not want one. */
+#define OP_GRAD_UNARY_GUARD()                                                  \
+  kiln_tensor *go = g->grads[0];                                               \
+  if (!go || !g->needs[0]) return 0
+
 /* ---- elementwise kernels ------------------------------------------------- */
 /* Non-operand arguments of an elementwise op, in order, as numbers (NONE is
  * NAN; a str argument is 1 for "tanh", else 0: gelu's approximate). */

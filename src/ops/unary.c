@@ -70,35 +70,23 @@ const op_tile_fn op_erf_tiles[KILN_DTYPE_COUNT] = {erf_f32, erf_f64, NULL, NULL}
 #define X (g->args[0].t)
 #define Y (g->outs[0])
 
-/* Stores the gradient of slot 0, or fails if computing it failed. */
-static int put0(op_grad_ctx *g, kiln_tensor *r) {
-  if (!r) return KILN_ERR_INVALID;
-  g->grad_in[0] = r;
-  return 0;
-}
-
-/* Runs when slot 0 wants a gradient and one reached the output. */
-#define GRAD_GUARD()                                                            \
-  kiln_tensor *go = g->grads[0];                                                \
-  if (!go || !g->needs[0]) return 0
-
 /* d(-x) = -g */
 int op_neg_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_neg(go));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_neg(go));
 }
 
 /* d|x| = g * sign(x) (0 at x == 0, as PyTorch's sgn) */
 int op_abs_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_mul(go, kiln_sign(X)));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_mul(go, kiln_sign(X)));
 }
 
 /* sign is piecewise constant: zeros (of the gradient's shape, which is the
  * input's; the input itself is not saved). */
 int op_sign_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, op_call1(KILN_OP_ZEROS_LIKE,
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, op_call1(KILN_OP_ZEROS_LIKE,
                           (op_val[]){OPV_T(go), OPV_NONE, OPV_NONE, OPV_NONE, OPV_NONE,
                                      OPV_NONE},
                           6));
@@ -106,60 +94,60 @@ int op_sign_grad(op_grad_ctx *g) {
 
 /* d e^x = g * y */
 int op_exp_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_mul(go, Y));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_mul(go, Y));
 }
 
 /* d log x = g / x */
 int op_log_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_div(go, X));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_div(go, X));
 }
 
 /* d sqrt x = g / (2 y) */
 int op_sqrt_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_div(go, kiln_mul_scalar(Y, 2.0)));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_div(go, kiln_mul_scalar(Y, 2.0)));
 }
 
 /* d x^-1/2 = -1/2 x^-3/2 = -0.5 * g * y^3 */
 int op_rsqrt_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *y3 = kiln_mul(Y, kiln_mul(Y, Y));
-  return put0(g, kiln_mul(go, kiln_mul_scalar(y3, -0.5)));
+  return op_grad_put(g, 0, kiln_mul(go, kiln_mul_scalar(y3, -0.5)));
 }
 
 /* d sin x = g * cos x */
 int op_sin_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_mul(go, kiln_cos(X)));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_mul(go, kiln_cos(X)));
 }
 
 /* d cos x = -g * sin x */
 int op_cos_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
-  return put0(g, kiln_neg(kiln_mul(go, kiln_sin(X))));
+  OP_GRAD_UNARY_GUARD();
+  return op_grad_put(g, 0, kiln_neg(kiln_mul(go, kiln_sin(X))));
 }
 
 /* d tanh x = g * (1 - y^2) */
 int op_tanh_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *d = kiln_add_scalar(kiln_neg(kiln_mul(Y, Y)), 1.0);
-  return put0(g, kiln_mul(go, d));
+  return op_grad_put(g, 0, kiln_mul(go, d));
 }
 
 /* d sigmoid x = g * y * (1 - y) */
 int op_sigmoid_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *d = kiln_mul(Y, kiln_add_scalar(kiln_neg(Y), 1.0));
-  return put0(g, kiln_mul(go, d));
+  return op_grad_put(g, 0, kiln_mul(go, d));
 }
 
 /* d erf x = g * 2/sqrt(pi) * e^(-x^2) */
 int op_erf_grad(op_grad_ctx *g) {
-  GRAD_GUARD();
+  OP_GRAD_UNARY_GUARD();
   kiln_tensor *e = kiln_exp(kiln_neg(kiln_mul(X, X)));
-  return put0(g, kiln_mul(go, kiln_mul_scalar(e, M_2_SQRTPI)));
+  return op_grad_put(g, 0, kiln_mul(go, kiln_mul_scalar(e, M_2_SQRTPI)));
 }
 
 #undef X

@@ -1,0 +1,235 @@
+#!/usr/bin/python3
+"""scripts/bench_compare.py: kiln's benchmarks side by side with PyTorch 1.13
+(`make bench-compare`). Standard library only.
+
+    /usr/bin/python3 scripts/bench_compare.py [--kiln build/bench_kiln]
+        [--threads "1 2"] [--filter SUBSTR] [--runs N] [--min-time S]
+        [--wait-policy passive|active|unset] [--no-torch] [--save FILE.json]
+
+For each thread count N it runs, each in a fresh process and with the same
+environment, `bench_kiln --json --threads N` and `/usr/bin/python3
+bench/torch_anchor.py --json --threads N`, then prints one table per thread
+count (kiln, torch, and kiln's time relative to torch's: below 1 means kiln
+is faster; rates such as GB/s are inverted so that the column always reads
+as time), the issue's targets with PASS/FAIL, and, with several thread
+counts, kiln's scaling from the first to the last.
+
+Environment of both processes (Note [Bench threads] in bench/bench_main.c):
+OMP_NUM_THREADS=N and OPENBLAS_NUM_THREADS=N, plus OMP_WAIT_POLICY=PASSIVE
+unless --wait-policy says otherwise, so that idle OpenMP workers sleep
+instead of spinning against the OpenBLAS pool (PyTorch at 2 threads is 3-5x
+slower with spinning workers). Both programs also set the thread counts
+through their APIs (omp_set_num_threads / torch.set_num_threads and
+openblas_set_num_threads).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYTHON = "/usr/bin/python3"
+
+
+def run_json(cmd, env, label):
+    """Runs cmd, passing stderr through; returns {name: result} from the JSON
+    lines on stdout (other lines are echoed)."""
+    print("$ %s" % " ".join(cmd), file=sys.stderr)
+    sys.stderr.flush()
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    out = {}
+    for line in p.stdout:
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                d = json.loads(line)
+                out[d["name"]] = d
+                print("  %s: %-34s %10.4g %s%s" % (label, d["name"], d["median"], d["unit"],
+                                                   " (contended)" if d.get("contended") else ""),
+                      file=sys.stderr)
+                sys.stderr.flush()
+                continue
+            except (ValueError, KeyError):
+                pass
+        if line:
+            print(line, file=sys.stderr)
+    rc = p.wait()
+    if rc:
+        print("bench_compare: %s exited with status %d" % (label, rc), file=sys.stderr)
+    return out
+
+
+def is_rate(unit):
+    return unit.endswith("/s")
+
+
+def as_time(r):
+    """A result as a time-like number (lower is better)."""
+    return 1.0 / r["median"] if is_rate(r["unit"]) else r["median"]
+
+
+def fmt(v):
+    return "%.4g" % v if v is not None else "-"
+
+
+def table(kiln, torch, threads):
+    rows = [("workload", "unit", "kiln", "torch", "kiln/torch", "note")]
+    names = list(kiln)
+    names += [n[len("torch_"):] for n in torch
+              if n.startswith("torch_") and n[len("torch_"):] not in kiln]
+    for name in names:
+        k, t = kiln.get(name), torch.get("torch_" + name)
+        unit = (k or t)["unit"]
+        ratio = as_time(k) / as_time(t) if k and t else None
+        flag = "contended" if (k and k.get("contended")) or (t and t.get("contended")) else ""
+        rows.append((name if k else "torch_" + name, unit, fmt(k and k["median"]),
+                     fmt(t and t["median"]), fmt(ratio), flag))
+    print("\n## %d thread%s (medians; kiln/torch < 1: kiln faster; contended: a repetition "
+          "ran while other processes used the CPU)\n" % (threads, "" if threads == 1 else "s"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, r in enumerate(rows):
+        print("  ".join(c.ljust(w) if j in (0, 1, 5) else c.rjust(w)
+                        for j, (c, w) in enumerate(zip(r, widths))).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+
+
+def targets(kiln, torch):
+    """(description, measured text, pass/fail/None) for the issue's targets."""
+    out = []
+
+    def k(n):
+        return kiln.get(n, {}).get("median")
+
+    def t(n):
+        return torch.get("torch_" + n, {}).get("median")
+
+    def add(desc, value, ok, text=None):
+        if value is None:
+            out.append((desc, "-", None))
+        else:
+            out.append((desc, text or fmt(value), ok))
+
+    te = t("elementwise_4m_eager")
+    for mode in ("jit", "lazy"):
+        km = k("elementwise_4m_" + mode)
+        s = te / km if te and km else None
+        add("elementwise_4m_%s >= 5x faster than torch eager" % mode, s,
+            s is not None and s >= 5, s and "%.2fx" % s)
+    a, c = k("elementwise_arith_4m"), k("copy_4m")
+    s = a / c if a and c else None
+    add("elementwise_arith_4m >= 80% of copy_4m", s, s is not None and s >= 0.8,
+        s and "%.0f%%" % (100 * s))
+    modes = [(m, k("mlp_step_" + m)) for m in ("eager", "jit", "lazy") if k("mlp_step_" + m)]
+    tm = t("mlp_step_eager")
+    if modes and tm:
+        m, best = min(modes, key=lambda x: x[1])
+        add("mlp_step best kiln mode <= 0.6x torch eager", best / tm, best / tm <= 0.6,
+            "%.2fx (%s)" % (best / tm, m))
+    else:
+        add("mlp_step best kiln mode <= 0.6x torch eager", None, None)
+    le, ll = k("mlp_step_eager"), k("mlp_step_lazy")
+    add("mlp_step_lazy no slower than mlp_step_eager (kiln)", ll / le if le and ll else None,
+        bool(le and ll and ll <= le), le and ll and "%.2fx" % (ll / le))
+    ki, ti = k("mlp_infer_b1_jit"), t("mlp_infer_b1_jit")
+    add("mlp_infer_b1_jit <= 0.5x torch jit", ki / ti if ki and ti else None,
+        bool(ki and ti and ki / ti <= 0.5), ki and ti and "%.2fx" % (ki / ti))
+    kl, tl = k("lstm_step_jit"), t("lstm_step_nn")
+    add("lstm_step_jit <= 0.6x torch nn.LSTM", kl / tl if kl and tl else None,
+        bool(kl and tl and kl / tl <= 0.6), kl and tl and "%.2fx" % (kl / tl))
+    for name, limit, unit in (("overhead_add", 200, "ns"), ("overhead_add_grad", 600, "ns"),
+                              ("lazy_record", 500, "ns"),
+                              ("lazy_mark_step_cached_100", 50, "us"),
+                              ("lazy_mark_step_uncached_100", 1000, "us")):
+        v = k(name)
+        add("%s <= %g %s" % (name, limit, unit), v, v is not None and v <= limit,
+            v is not None and "%.4g %s" % (v, unit))
+    sg, ob = k("sgemm_1024"), k("openblas_sgemm_1024")
+    add("sgemm_1024 within 5% of openblas_sgemm_1024", sg / ob if sg and ob else None,
+        bool(sg and ob and sg >= 0.95 * ob), sg and ob and "%.0f%%" % (100 * sg / ob))
+    return out
+
+
+def print_targets(kiln, torch, threads):
+    print("\n### targets at %d thread%s\n" % (threads, "" if threads == 1 else "s"))
+    rows = [r for r in targets(kiln, torch) if r[2] is not None]
+    if not rows:
+        print("(no target's workloads were run)")
+        return
+    w = max(len(r[0]) for r in rows)
+    for desc, text, ok in rows:
+        print("%s  %12s  %s" % (desc.ljust(w), text, {True: "PASS", False: "FAIL",
+                                                       None: "n/a"}[ok]))
+
+
+def print_scaling(results, counts, who):
+    lo, hi = counts[0], counts[-1]
+    a, b = results[lo][who], results[hi][who]
+    names = [n for n in a if n in b]
+    if not names:
+        return
+    print("\n### %s: %d threads vs %d (time ratio; > 1.10 = slower with more threads, beyond "
+          "noise)\n"
+          % (who, hi, lo))
+    w = max(len(n) for n in names)
+    slower = []
+    for n in names:
+        r = as_time(b[n]) / as_time(a[n])
+        mark = "  SLOWER" if r > 1.10 else ""
+        if mark:
+            slower.append(n)
+        print("%s  %8s  %8s  %6.2f%s" % (n.ljust(w), fmt(a[n]["median"]), fmt(b[n]["median"]),
+                                         r, mark))
+    if who == "kiln":
+        print("\n%d-thread results slower than %d-thread ones: %s"
+              % (hi, lo, ", ".join(slower) if slower else "none"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kiln", default=os.path.join("build", "bench_kiln"))
+    ap.add_argument("--threads", default="1 2", help='thread counts, e.g. "1 2" or "2"')
+    ap.add_argument("--filter")
+    ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--min-time", type=float, default=0.2)
+    ap.add_argument("--wait-policy", default="passive", choices=("passive", "active", "unset"))
+    ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--save", help="write every result as JSON to this file")
+    opts = ap.parse_args()
+    counts = [int(x) for x in opts.threads.replace(",", " ").split()]
+    if not counts or min(counts) < 1:
+        ap.error("--threads wants positive thread counts")
+    common = ["--runs", str(opts.runs), "--min-time", str(opts.min_time)]
+    if opts.filter:
+        common += ["--filter", opts.filter]
+    results = {}
+    for n in counts:
+        env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
+        if opts.wait_policy == "unset":
+            env.pop("OMP_WAIT_POLICY", None)
+        else:
+            env["OMP_WAIT_POLICY"] = opts.wait_policy.upper()
+        kiln = run_json([opts.kiln, "--json", "--threads", str(n)] + common, env, "kiln")
+        torch = {}
+        if not opts.no_torch:
+            torch = run_json([PYTHON, os.path.join("bench", "torch_anchor.py"), "--json",
+                              "--threads", str(n)] + common, env, "torch")
+        results[n] = {"kiln": kiln, "torch": torch}
+    print("# kiln vs PyTorch 1.13 (%s; OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = threads, "
+          "OMP_WAIT_POLICY %s)" % (os.uname().machine, opts.wait_policy))
+    for n in counts:
+        table(results[n]["kiln"], results[n]["torch"], n)
+        print_targets(results[n]["kiln"], results[n]["torch"], n)
+    if len(counts) > 1:
+        print_scaling(results, counts, "kiln")
+        if not opts.no_torch:
+            print_scaling(results, counts, "torch")
+    if opts.save:
+        with open(opts.save, "w") as f:
+            json.dump({str(n): results[n] for n in counts}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

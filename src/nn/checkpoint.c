@@ -1,0 +1,248 @@
+/* src/nn/checkpoint.c: training checkpoints: a module's parameters, an
+ * optimizer's state and the training position (step, epoch, batch, RNG)
+ * in one safetensors file, with a CRC-32 the loader verifies, loaded only
+ * after everything was checked against the model. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn.h"
+
+#define CKPT_FORMAT "kiln-checkpoint-1"
+#define OPTIM_PREFIX "optim."
+
+enum { N_META = 9 };
+
+/* Note [Checkpoint CRC]: crc32 covers the data section (every tensor's
+ * bytes, in file order) and then every metadata pair but crc32 itself,
+ * sorted by key, as "key\0value\0". A flipped byte in the data or in the
+ * metadata (step, rng, ...) is caught; one in a tensor's header entry is
+ * caught by the format's own checks or by the comparison with the model. */
+static uint32_t meta_crc(uint32_t crc, int n, const char *const *keys,
+                         const char *const *values) {
+  for (int i = 0; i < n; i++) {
+    if (strcmp(keys[i], "crc32") == 0) continue;
+    crc = nn_crc32(crc, keys[i], strlen(keys[i]) + 1);
+    crc = nn_crc32(crc, values[i], strlen(values[i]) + 1);
+  }
+  return crc;
+}
+
+kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, const kiln_optim *o,
+                                 const kiln_checkpoint_info *info) {
+  if (!path || !m || !info)
+    return core_error(KILN_ERR_INVALID, "checkpoint_save: NULL path, module or info");
+  int n_st = kiln_optim_n_state(o), n = m->n_params + n_st, rc = 0;
+  const char **names = core_calloc((size_t)(n ? n : 1), sizeof *names);
+  char **owned = core_calloc((size_t)(n_st ? n_st : 1), sizeof *owned);
+  kiln_tensor **ts = core_calloc((size_t)(n ? n : 1), sizeof *ts);
+  kiln_scope_begin();
+  if (!names || !owned || !ts) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
+  uint32_t crc = 0;
+  for (int i = 0; i < n && rc == 0; i++) {
+    kiln_tensor *t;
+    if (i < m->n_params) {
+      names[i] = m->names[i];
+      t = m->params[i];
+    } else {
+      const char *sn = kiln_optim_state_name(o, i - m->n_params);
+      size_t len = strlen(OPTIM_PREFIX) + strlen(sn) + 1;
+      owned[i - m->n_params] = core_alloc(len);
+      if (!owned[i - m->n_params]) {
+        rc = KILN_ERR_NOMEM;
+        break;
+      }
+      snprintf(owned[i - m->n_params], len, OPTIM_PREFIX "%s", sn);
+      names[i] = owned[i - m->n_params];
+      t = kiln_optim_state(o, i - m->n_params);
+    }
+    /* CPU and contiguous now, so that the CRC sees the bytes written */
+    kiln_tensor *c = kiln_to_cpu(t);
+    if (c && !kiln_tensor_is_contiguous(c)) c = kiln_contiguous(c);
+    if (!c) {
+      core_error_prefix("checkpoint_save: '%s': '%s':", path, names[i]);
+      rc = KILN_ERR_STATE;
+      break;
+    }
+    ts[i] = c;
+    crc = nn_crc32(crc, core_data(c), (size_t)kiln_tensor_numel(c) * kiln_dtype_size(c->dtype));
+  }
+  if (rc < 0) goto done;
+  char v_lr[40], v_step[24], v_epoch[24], v_batch[24], v_rng[80], v_crc[16];
+  snprintf(v_lr, sizeof v_lr, "%.17g", info->lr);
+  snprintf(v_step, sizeof v_step, "%" PRId64, info->step);
+  snprintf(v_epoch, sizeof v_epoch, "%" PRId64, info->epoch);
+  snprintf(v_batch, sizeof v_batch, "%" PRId64, info->batch);
+  snprintf(v_rng, sizeof v_rng, "%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64 ",%016" PRIx64,
+           info->rng[0], info->rng[1], info->rng[2], info->rng[3]);
+  const char *model = info->model[0] ? info->model : m->arch ? m->arch : "";
+  /* sorted by key (Note [Checkpoint CRC]) */
+  const char *keys[N_META] = {"batch", "crc32", "epoch", "format", "lr",
+                              "model", "optimizer", "rng", "step"};
+  const char *values[N_META] = {v_batch, v_crc, v_epoch, CKPT_FORMAT, v_lr,
+                                model, o ? kiln_optim_name(o) : "", v_rng, v_step};
+  crc = meta_crc(crc, N_META, keys, values);
+  snprintf(v_crc, sizeof v_crc, "%08" PRIx32, crc);
+  rc = kiln_safetensors_save(path, n, names, ts, N_META, keys, values);
+  if (rc < 0) core_error_prefix("checkpoint_save:");
+done:
+  kiln_scope_end();
+  for (int i = 0; owned && i < n_st; i++) core_free(owned[i]);
+  core_free(owned);
+  core_free(names);
+  core_free(ts);
+  return rc;
+}
+
+static int parse_i64(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = s && *s ? strtoll(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < 0) return -1;
+  *out = v;
+  return 0;
+}
+
+/* Checks format and CRC; fills info from the metadata. */
+static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoint_info *info) {
+  const char *fmt = kiln_safetensors_metadata(st, "format");
+  if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': not a kiln checkpoint (__metadata__ format is %s%s%s, "
+                      "expected \"" CKPT_FORMAT "\")",
+                      path, fmt ? "\"" : "", fmt ? fmt : "missing", fmt ? "\"" : "");
+  const char *crc_s = kiln_safetensors_metadata(st, "crc32");
+  size_t dn;
+  const void *data = nn_st_data(st, &dn);
+  int nm = nn_st_n_meta(st);
+  const char *keys[64], *values[64];
+  if (nm > 64) return core_error(KILN_ERR_FORMAT, "checkpoint: '%s': too many metadata keys", path);
+  for (int i = 0; i < nm; i++) {
+    keys[i] = nn_st_meta_key(st, i);
+    values[i] = nn_st_meta_value(st, i);
+  }
+  uint32_t crc = meta_crc(nn_crc32(0, data, dn), nm, keys, values);
+  char want[16];
+  snprintf(want, sizeof want, "%08" PRIx32, crc);
+  if (!crc_s || strcmp(crc_s, want) != 0)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': CRC-32 mismatch: the file says %s, its contents give %s "
+                      "(the file is corrupt)",
+                      path, crc_s ? crc_s : "nothing", want);
+  memset(info, 0, sizeof *info);
+  const char *model = kiln_safetensors_metadata(st, "model");
+  const char *opt = kiln_safetensors_metadata(st, "optimizer");
+  const char *lr = kiln_safetensors_metadata(st, "lr");
+  const char *rng = kiln_safetensors_metadata(st, "rng");
+  char *end = NULL;
+  if (!model || strlen(model) >= sizeof info->model || !opt ||
+      strlen(opt) >= sizeof info->optimizer || !lr || (info->lr = strtod(lr, &end), *end) ||
+      parse_i64(kiln_safetensors_metadata(st, "step"), &info->step) < 0 ||
+      parse_i64(kiln_safetensors_metadata(st, "epoch"), &info->epoch) < 0 ||
+      parse_i64(kiln_safetensors_metadata(st, "batch"), &info->batch) < 0 || !rng ||
+      sscanf(rng, "%16" SCNx64 ",%16" SCNx64 ",%16" SCNx64 ",%16" SCNx64, &info->rng[0],
+             &info->rng[1], &info->rng[2], &info->rng[3]) != 4)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': __metadata__ lacks or mangles model, optimizer, lr, "
+                      "step, epoch, batch or rng",
+                      path);
+  snprintf(info->model, sizeof info->model, "%s", model);
+  snprintf(info->optimizer, sizeof info->optimizer, "%s", opt);
+  return 0;
+}
+
+kiln_status kiln_checkpoint_read_info(const char *path, kiln_checkpoint_info *info) {
+  if (!path || !info) return core_error(KILN_ERR_INVALID, "checkpoint_read_info: NULL argument");
+  kiln_safetensors *st = kiln_safetensors_load(path);
+  if (!st) return kiln_last_error()[0] ? KILN_ERR_FORMAT : KILN_ERR_NOMEM;
+  int rc = read_info(st, path, info);
+  kiln_safetensors_free(st);
+  return rc;
+}
+
+/* Does the file's tensor match the model's (dtype and shape)? */
+static int check_match(const char *path, const char *name, const kiln_tensor *want,
+                       const kiln_tensor *got) {
+  char a[96], b[96];
+  if (!got)
+    return core_error(KILN_ERR_FORMAT, "checkpoint: '%s': '%s' is missing (the model has %s)",
+                      path, name, core_tensor_desc(want, a, sizeof a));
+  if (got->dtype != want->dtype || got->ndim != want->ndim ||
+      memcmp(got->shape, want->shape, (size_t)want->ndim * sizeof *want->shape) != 0)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': '%s' is %s in the file but %s in the model", path,
+                      name, core_tensor_desc(got, a, sizeof a), core_tensor_desc(want, b, sizeof b));
+  return 0;
+}
+
+kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
+                                 kiln_checkpoint_info *info) {
+  if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
+  kiln_safetensors *st = kiln_safetensors_load(path);
+  if (!st) return KILN_ERR_FORMAT;
+  kiln_checkpoint_info inf;
+  int n_st = kiln_optim_n_state(o), rc = read_info(st, path, &inf);
+  int n_file = kiln_safetensors_n_tensors(st);
+  bool *used = core_calloc((size_t)(n_file ? n_file : 1), sizeof *used);
+  kiln_tensor **src = core_calloc((size_t)(m->n_params + n_st + 1), sizeof *src);
+  char name[512];
+  if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
+  if (rc < 0) goto done;
+  if (m->arch && strcmp(inf.model, m->arch) != 0) {
+    rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds a '%s' model, not '%s'", path,
+                    inf.model[0] ? inf.model : "(unnamed)", m->arch);
+    goto done;
+  }
+  if (o && strcmp(inf.optimizer, kiln_optim_name(o)) != 0) {
+    rc = core_error(KILN_ERR_FORMAT,
+                    "checkpoint: '%s': it holds %s%s optimizer state, the optimizer is %s", path,
+                    inf.optimizer[0] ? inf.optimizer : "no", inf.optimizer[0] ? "" : "",
+                    kiln_optim_name(o));
+    goto done;
+  }
+  for (int i = 0; i < m->n_params + n_st && rc == 0; i++) {
+    kiln_tensor *want;
+    if (i < m->n_params) {
+      snprintf(name, sizeof name, "%s", m->names[i]);
+      want = m->params[i];
+    } else {
+      snprintf(name, sizeof name, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i - m->n_params));
+      want = kiln_optim_state(o, i - m->n_params);
+    }
+    for (int k = 0; k < n_file; k++)
+      if (strcmp(kiln_safetensors_name(st, k), name) == 0) {
+        used[k] = true;
+        src[i] = kiln_safetensors_tensor(st, k);
+      }
+    rc = check_match(path, name, want, src[i]);
+  }
+  for (int k = 0; k < n_file && rc == 0; k++) {
+    const char *fn = kiln_safetensors_name(st, k);
+    bool is_optim = strncmp(fn, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) == 0;
+    if (!used[k] && !(o == NULL && is_optim))
+      rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds '%s', which the %s lacks", path,
+                      fn, is_optim ? "optimizer" : "model");
+  }
+  if (rc < 0) goto done;
+  /* everything checked: now write */
+  bool was = kiln_set_grad_enabled(false);
+  for (int i = 0; i < m->n_params + n_st && rc == 0; i++) {
+    kiln_tensor *dst = i < m->n_params ? m->params[i] : kiln_optim_state(o, i - m->n_params);
+    rc = kiln_copy_(dst, src[i]);
+  }
+  kiln_set_grad_enabled(was);
+  if (rc == 0 && o) {
+    kiln_optim_set_steps(o, inf.step);
+    kiln_optim_set_lr(o, inf.lr);
+  }
+  if (rc == 0 && info) *info = inf;
+done:
+  core_free(used);
+  core_free(src);
+  kiln_safetensors_free(st);
+  return rc;
+}

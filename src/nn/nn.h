@@ -1,0 +1,110 @@
+/* src/nn/nn.h: the nn layer, internal view: the module and layer structs,
+ * crash-safe file writing, and the helpers train.c shares with report.c. */
+#ifndef KILN_NN_H
+#define KILN_NN_H
+
+#include "core/core.h"
+
+/* ---- modules and layers ---------------------------------------------- */
+typedef enum nn_layer_kind {
+  NN_LINEAR, NN_CONV2D, NN_EMBEDDING, NN_LAYER_NORM, NN_DROPOUT, NN_LSTM
+} nn_layer_kind;
+
+enum { NN_LAYER_MAX_PARAMS = 4 };
+
+struct kiln_nn_layer {
+  nn_layer_kind kind;
+  kiln_nn_module *owner;
+  int n_params;
+  int param[NN_LAYER_MAX_PARAMS]; /* indices into owner's parameters; -1 = none */
+  int64_t stride, padding;        /* conv2d */
+  double eps;                     /* layer norm */
+  double p;                       /* dropout */
+  kiln_generator *gen;            /* dropout (borrowed; NULL = default) */
+};
+
+typedef kiln_tensor *(*nn_forward_fn)(kiln_nn_module *m, kiln_tensor *x);
+
+struct kiln_nn_module {
+  int n_params, cap_params;
+  char **names;
+  kiln_tensor **params;     /* owned references */
+  int n_layers, cap_layers;
+  kiln_nn_layer **layers;   /* owned */
+  bool training;
+  const char *arch;         /* static string, or NULL */
+  nn_forward_fn forward;
+};
+
+/* The parameter at index i of l's owner (borrowed), NULL for -1. */
+static inline kiln_tensor *nn_layer_param(const kiln_nn_layer *l, int k) {
+  return l->param[k] < 0 ? NULL : l->owner->params[l->param[k]];
+}
+
+/* ---- crash-safe writing (Note [Atomic save] in fileio.c) ---------------- */
+typedef struct nn_writer nn_writer;
+/* Appends n bytes; returns 0 or a negative status (message set). */
+int nn_write(nn_writer *w, const void *buf, size_t n);
+/* Creates "<path>.tmp.<pid>.<k>", calls fn(w, ud) to fill it, fsyncs,
+ * renames it over path and fsyncs the directory. ctx starts messages. On
+ * any failure the temp file is removed, path is untouched, and the status
+ * is returned. */
+int nn_atomic_write(const char *path, const char *ctx, int (*fn)(nn_writer *w, void *ud),
+                    void *ud);
+/* Test hook: make the nth nn_write from now fail with EIO (1 = the next);
+ * 0 disables. */
+void nn_write_fail_at(long n);
+
+/* zlib's CRC-32 of n bytes, continuing from crc (start with 0). */
+uint32_t nn_crc32(uint32_t crc, const void *buf, size_t n);
+
+/* ---- safetensors internals (checkpoint.c) -------------------------------- */
+/* The data section of a loaded file (borrowed) and its length in *n. */
+const void *nn_st_data(const kiln_safetensors *st, size_t *n);
+/* __metadata__ pairs, sorted by key (borrowed). */
+int nn_st_n_meta(const kiln_safetensors *st);
+const char *nn_st_meta_key(const kiln_safetensors *st, int i);
+const char *nn_st_meta_value(const kiln_safetensors *st, int i);
+
+/* ---- training internals shared by train.c and report.c ----------------- */
+enum { NN_N_COUNTERS = 10 };
+/* The lazy counter names reported per step (kiln_lazy_counter's names). */
+extern const char *const nn_lazy_counter_names[NN_N_COUNTERS];
+/* The executor's counters (kiln_function_stats' fields), in jit mode. */
+enum { NN_N_JIT_COUNTERS = 5 };
+extern const char *const nn_jit_counter_names[NN_N_JIT_COUNTERS];
+
+typedef struct nn_log {
+  int64_t n_steps, cap;
+  double *loss;              /* [n_steps] */
+  int64_t *counters;         /* [n_steps * n_counters] cumulative */
+  int n_counters;
+  const char *const *counter_names;
+  int n_epochs, cap_epochs;
+  double *test_loss, *test_acc;
+  int64_t *epoch_end_step;   /* the last logged step of each epoch */
+  int64_t first_step;        /* global step number of loss[0] */
+} nn_log;
+
+void nn_log_free(nn_log *log);
+int nn_log_step(nn_log *log, double loss, const int64_t *counters);
+int nn_log_epoch(nn_log *log, double test_loss, double test_acc);
+/* The SVG of log (losses per step, test accuracy per epoch) at path. */
+int nn_write_plot(const char *path, const nn_log *log, const char *title);
+/* {"mode": ..., "model": ..., "steps": [...], "epochs": [...]} at path. */
+int nn_write_metrics(const char *path, const nn_log *log, const char *mode,
+                     const char *model);
+
+/* A progress bar on stderr, redrawn at most 10 times a second. */
+typedef struct nn_progress {
+  bool enabled;
+  double start, last_draw;
+  int64_t total;
+  int epoch, n_epochs;
+} nn_progress;
+double nn_now(void);
+void nn_progress_begin(nn_progress *p, bool enabled, int epoch, int n_epochs, int64_t total);
+void nn_progress_update(nn_progress *p, int64_t done, int64_t samples, double loss, bool force);
+void nn_progress_end(nn_progress *p);
+
+#endif
