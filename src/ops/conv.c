@@ -6,7 +6,6 @@
  * convolution is out[O, OH*OW] = W[O, C*KH*KW] @ col, the weight gradient
  * is gW += gout @ col^T, and the input gradient is col2im(W^T @ gout). A
  * 1x1 kernel with stride 1 and no padding needs no col: col is the input. */
-#include <cblas.h>
 #include <limits.h>
 #include <math.h>
 #include <omp.h>
@@ -98,29 +97,12 @@ static int win_params(const char *fn, const op_val *stride, const op_val *pad,
 
 /* ---- BLAS and im2col --------------------------------------------------------- */
 
-/* C[M, N] = op(A) @ op(B) + beta * C, row-major, alpha 1. */
+/* C[M, N] = op(A) @ op(B) + beta * C, row-major, alpha 1 (Note [BLAS
+ * threads] in gemm.c: inside the batch loops below it runs single-threaded). */
 static void gemm_rm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
                     const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
                     void *C, int64_t ldc) {
-  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
-  if (dt == KILN_DTYPE_F32)
-    cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0f, A, (int)lda, B, (int)ldb,
-                (float)beta, C, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, 1.0, A, (int)lda, B, (int)ldb,
-                beta, C, (int)ldc);
-}
-
-/* Note [BLAS threads] (as in matmul.c): around an OpenMP loop over the
- * batch whose iterations call BLAS, OpenBLAS's own pool is set to one
- * thread, so the cores are not oversubscribed. Process-wide. */
-static int blas_threads_off(void) {
-  int n = openblas_get_num_threads();
-  if (n > 1) openblas_set_num_threads(1);
-  return n;
-}
-static void blas_threads_restore(int n) {
-  if (n > 1) openblas_set_num_threads(n);
+  op_gemm(dt, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* The output columns [ow0, ow1) whose input column ow*sw + off is inside
@@ -310,12 +292,10 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   char *od = core_data(o[0]);
   int64_t xs = g.C * g.H * g.W * (int64_t)es, os = g.O * L * (int64_t)es;
   if (nt > 1) {
-    int saved = blas_threads_off();
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t i = 0; i < g.N; i++)
       conv_one(dt, &g, xd + i * xs, wd, bd, od + i * os,
                cols + (size_t)omp_get_thread_num() * col_bytes);
-    blas_threads_restore(saved);
   } else {
     for (int64_t i = 0; i < g.N; i++) conv_one(dt, &g, xd + i * xs, wd, bd, od + i * os, cols);
   }
@@ -471,7 +451,6 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
   char *gxd = core_data(o[0]), *gwd = core_data(o[1]);
   int64_t xs = g.C * g.H * g.W * (int64_t)es, gs = g.O * L * (int64_t)es;
   if (nt > 1) {
-    int saved = blas_threads_off();
     memset(bufs, 0, per * (size_t)nt);
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t i = 0; i < g.N; i++) {
@@ -479,7 +458,6 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
       conv_back_one(dt, &g, mask, xd + i * xs, wd, god + i * gs, gxd + i * xs,
                     mine + 2 * col_b, mine, mine + col_b);
     }
-    blas_threads_restore(saved);
     if (mask[1]) /* reduce the per-thread weight gradients */
       for (int t = 0; t < nt; t++) {
         const char *part = bufs + (size_t)t * per + 2 * col_b;

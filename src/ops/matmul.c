@@ -1,6 +1,5 @@
 /* src/ops/matmul.c: mm, bmm, addmm through CBLAS (int64 by plain loops);
  * matmul and linear decompose into them, as torch.matmul and F.linear do. */
-#include <cblas.h>
 #include <limits.h>
 #include <omp.h>
 #include <string.h>
@@ -127,32 +126,10 @@ static void gemm_i64(const gemm_arg *A, const gemm_arg *B, int64_t bi, int64_t n
 
 static void gemm_blas(kiln_dtype dt, const gemm_arg *A, const gemm_arg *B, int64_t bi,
                       int n, int k, int m, double alpha, double beta, void *C) {
-  enum CBLAS_TRANSPOSE ta = A->trans ? CblasTrans : CblasNoTrans;
-  enum CBLAS_TRANSPOSE tb = B->trans ? CblasTrans : CblasNoTrans;
-  if (dt == KILN_DTYPE_F32)
-    cblas_sgemm(CblasRowMajor, ta, tb, n, m, k, (float)alpha,
-                (const float *)A->base + bi * A->bstride, A->ld,
-                (const float *)B->base + bi * B->bstride, B->ld, (float)beta, C,
-                m > 1 ? m : 1);
-  else
-    cblas_dgemm(CblasRowMajor, ta, tb, n, m, k, alpha,
-                (const double *)A->base + bi * A->bstride, A->ld,
-                (const double *)B->base + bi * B->bstride, B->ld, beta, C, m > 1 ? m : 1);
-}
-
-/* Note [BLAS threads]: OpenBLAS (the pthreads build) runs its own thread
- * pool. Where kiln parallelises over a batch with OpenMP, each OpenMP thread
- * calls BLAS on one small matrix; the pool is switched to one thread around
- * that region so the two kinds of threads do not oversubscribe the cores.
- * The switch is process-wide: another user thread calling BLAS meanwhile
- * runs single-threaded (correct, only slower). */
-static int blas_threads_off(void) {
-  int n = openblas_get_num_threads();
-  if (n > 1) openblas_set_num_threads(1);
-  return n;
-}
-static void blas_threads_restore(int n) {
-  if (n > 1) openblas_set_num_threads(n);
+  size_t es = kiln_dtype_size(dt);
+  op_gemm(dt, A->trans, B->trans, n, m, k, alpha, (const char *)A->base + (size_t)(bi * A->bstride) * es,
+          A->ld, (const char *)B->base + (size_t)(bi * B->bstride) * es, B->ld, beta, C,
+          m > 1 ? m : 1);
 }
 
 /* C[i] = alpha * a[i] @ b[i] + beta * C[i] for i < batch; a is [.., n, k],
@@ -187,12 +164,10 @@ static int gemm_run(kiln_dtype dt, int64_t batch, int64_t n, int64_t k, int64_t 
   } else if (batch > 1 && omp_get_max_threads() > 1 && n * m * k < 128 * 128 * 128 &&
              batch * n * m * k >= OP_PARALLEL_MIN) {
     /* Many small products: one per OpenMP thread (Note [BLAS threads]). */
-    int saved = blas_threads_off();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; i++)
       gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta,
                 (char *)C + i * n * m * (int64_t)es);
-    blas_threads_restore(saved);
   } else {
     /* Large products: BLAS parallelises each one itself. */
     for (int64_t i = 0; i < batch; i++)

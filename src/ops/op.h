@@ -234,6 +234,12 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src);
 int op_dtype_from_code(int64_t code, kiln_dtype *out);
 int op_dtype_code(kiln_dtype dt);
 
+/* C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, float32/64, with
+ * the threading of Note [BLAS threads] (gemm.c). */
+void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+             int64_t ldc);
+
 /* Gradient helpers written with the public API (no op entries of their own). */
 /* Sums g down to the given shape (undoing broadcasting); new ref in scope. */
 kiln_tensor *op_sum_to(kiln_tensor *g, int ndim, const int64_t *shape);

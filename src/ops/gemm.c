@@ -1,0 +1,73 @@
+/* src/ops/gemm.c: the one place kiln calls BLAS GEMM, and how it threads.
+ *
+ * Note [BLAS threads]: OpenBLAS's pthreads build runs a thread pool of its
+ * own beside OpenMP's; on two cores the two pools spin against each other
+ * (PyTorch with 2 OpenMP + 2 OpenBLAS threads is 3-5x slower than with one).
+ * So kiln keeps OpenBLAS single-threaded (set once, at first use) and
+ * threads large products itself: the rows (or columns) of C are split
+ * across the OpenMP threads, each calling single-threaded GEMM on its
+ * slice. Inside an existing parallel region (a batch loop) GEMM just runs.
+ * One pool, no oversubscription, and two threads still give ~2x. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdatomic.h>
+
+#include "op.h"
+
+void openblas_set_num_threads(int n);
+
+static atomic_int blas_single;
+
+static void ensure_single(void) {
+  if (!atomic_load(&blas_single)) {
+    openblas_set_num_threads(1);
+    atomic_store(&blas_single, 1);
+  }
+}
+
+static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+                 int64_t ldc) {
+  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+  if (dt == KILN_DTYPE_F32)
+    cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, (float)alpha, A, (int)lda, B,
+                (int)ldb, (float)beta, C, (int)ldc);
+  else
+    cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
+                beta, C, (int)ldc);
+}
+
+/* Below this many multiply-adds a product runs on one thread. */
+#define GEMM_PARALLEL_MIN (64 * 64 * 64)
+
+void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+             const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+             int64_t ldc) {
+  ensure_single();
+  int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (nt < 2 || M * N * K < GEMM_PARALLEL_MIN || (M < 32 && N < 32)) {
+    call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    return;
+  }
+  size_t es = kiln_dtype_size(dt);
+  bool by_rows = M >= N;
+  int64_t len = by_rows ? M : N;
+  /* slices a multiple of 16 long, so each thread's kernel runs full panels */
+  int64_t chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
+#pragma omp parallel for schedule(static) num_threads(nt)
+  for (int t = 0; t < nt; t++) {
+    int64_t s0 = (int64_t)t * chunk, s1 = s0 + chunk < len ? s0 + chunk : len;
+    if (s0 >= s1) continue;
+    if (by_rows) {
+      /* rows [s0, s1) of C come from rows [s0, s1) of op(A) */
+      const char *a = (const char *)A + (size_t)(ta ? s0 : s0 * lda) * es;
+      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta,
+           (char *)C + (size_t)(s0 * ldc) * es, ldc);
+    } else {
+      /* columns [s0, s1) of C come from columns [s0, s1) of op(B) */
+      const char *b = (const char *)B + (size_t)(tb ? s0 * ldb : s0) * es;
+      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, (char *)C + (size_t)s0 * es,
+           ldc);
+    }
+  }
+}
