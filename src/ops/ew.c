@@ -164,22 +164,53 @@ void op_ew_operand_init(ew_operand *o, const kiln_tensor *t, int ndim, const int
               memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0 && core_is_contiguous(t);
 }
 
+/* Typed strided runs: dst[j] = (D)src[j * stride] for every pair of dtypes
+ * (bool results are 0/1), so gathering a converted operand is one plain
+ * loop per run, not a call per element. */
+typedef void (*run_fn)(void *dst, const void *src, int64_t stride, int64_t n);
+#define RUN(SN, ST, DN, DT, CONV)                                                \
+  static void run_##SN##_##DN(void *dst_, const void *src_, int64_t stride, int64_t n) { \
+    DT *restrict dst = dst_;                                                     \
+    const ST *restrict src = src_;                                               \
+    if (stride == 1)                                                             \
+      for (int64_t j = 0; j < n; j++) dst[j] = CONV(src[j]);                     \
+    else if (stride == 0) {                                                      \
+      DT v = CONV(src[0]);                                                       \
+      for (int64_t j = 0; j < n; j++) dst[j] = v;                                \
+    } else                                                                       \
+      for (int64_t j = 0; j < n; j++) dst[j] = CONV(src[j * stride]);            \
+  }
+#define AS_IS(x) (x)
+#define AS_BOOL(x) ((x) != 0)
+#define AS_F32(x) ((float)(x))
+#define AS_F64(x) ((double)(x))
+#define AS_I64(x) ((int64_t)(x))
+RUN(f32, float, f32, float, AS_IS)
+RUN(f32, float, f64, double, AS_F64)
+RUN(f32, float, i64, int64_t, AS_I64)
+RUN(f32, float, b, bool, AS_BOOL)
+RUN(f64, double, f32, float, AS_F32)
+RUN(f64, double, f64, double, AS_IS)
+RUN(f64, double, i64, int64_t, AS_I64)
+RUN(f64, double, b, bool, AS_BOOL)
+RUN(i64, int64_t, f32, float, AS_F32)
+RUN(i64, int64_t, f64, double, AS_F64)
+RUN(i64, int64_t, i64, int64_t, AS_IS)
+RUN(i64, int64_t, b, bool, AS_BOOL)
+RUN(b, bool, f32, float, AS_F32)
+RUN(b, bool, f64, double, AS_F64)
+RUN(b, bool, i64, int64_t, AS_I64)
+RUN(b, bool, b, bool, AS_IS)
+/* [source dtype][destination dtype], in kiln_dtype order F32, F64, I64, BOOL */
+static const run_fn runs[KILN_DTYPE_COUNT][KILN_DTYPE_COUNT] = {
+    {run_f32_f32, run_f32_f64, run_f32_i64, run_f32_b},
+    {run_f64_f32, run_f64_f64, run_f64_i64, run_f64_b},
+    {run_i64_f32, run_i64_f64, run_i64_i64, run_i64_b},
+    {run_b_f32, run_b_f64, run_b_i64, run_b_b}};
+
 void op_ew_convert(void *dst, kiln_dtype dd, const void *src, kiln_dtype sd, int64_t n) {
-  size_t es = kiln_dtype_size(sd);
-  if (dd == sd) {
-    memcpy(dst, src, (size_t)n * es);
-    return;
-  }
-  if (dd == KILN_DTYPE_F32 && sd == KILN_DTYPE_F64) {
-    for (int64_t i = 0; i < n; i++) ((float *)dst)[i] = (float)((const double *)src)[i];
-    return;
-  }
-  if (dd == KILN_DTYPE_F64 && sd == KILN_DTYPE_F32) {
-    for (int64_t i = 0; i < n; i++) ((double *)dst)[i] = ((const float *)src)[i];
-    return;
-  }
-  for (int64_t i = 0; i < n; i++)
-    store_conv(dst, dd, i, load_conv((const char *)src + i * (int64_t)es, sd));
+  if (dd == sd) memcpy(dst, src, (size_t)n * kiln_dtype_size(sd));
+  else runs[sd][dd](dst, src, 1, n);
 }
 
 void op_ew_fill(void *buf, kiln_dtype dt, const op_val *v, int64_t n) {
@@ -216,23 +247,7 @@ void op_ew_gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i
     int64_t run = ndim ? shape[last] - idx[last] : 1;
     if (run > n - k) run = n - k;
     const char *src = o->base + off * (int64_t)es;
-    if (o->dtype == cd && cd == KILN_DTYPE_F32) {
-      const float *s = (const float *)src;
-      float *dd = (float *)buf + k;
-      for (int64_t j = 0; j < run; j++) dd[j] = s[j * s_last];
-    } else if (o->dtype == cd && cd == KILN_DTYPE_F64) {
-      const double *s = (const double *)src;
-      double *dd = (double *)buf + k;
-      for (int64_t j = 0; j < run; j++) dd[j] = s[j * s_last];
-    } else if (o->dtype == cd) {
-      /* same dtype (int64, bool): copy bits, never through double */
-      char *dd = (char *)buf + k * (int64_t)es;
-      for (int64_t j = 0; j < run; j++)
-        memcpy(dd + j * (int64_t)es, src + j * s_last * (int64_t)es, es);
-    } else {
-      for (int64_t j = 0; j < run; j++)
-        store_conv(buf, cd, k + j, load_conv(src + j * s_last * (int64_t)es, o->dtype));
-    }
+    runs[o->dtype][cd]((char *)buf + k * (int64_t)kiln_dtype_size(cd), src, s_last, run);
     k += run;
     if (k >= n) break;
     /* advance the odometer past this run */
