@@ -53,7 +53,8 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
   if (pass_run(p->gr.f, "cse") < 0 || pass_run(p->gr.f, "dce") < 0 ||
       pass_run(p->gr.df, "cse") < 0 || pass_run(p->gr.df, "dce") < 0)
     goto fail;
-  if (d->fuse && (pass_fuse(p->gr.f) < 0 || pass_fuse(p->gr.df) < 0 ||
+  if (d->fuse && (pass_gemm_epilogue(p->gr.f) < 0 || pass_fuse(p->gr.f) < 0 ||
+                 pass_fuse(p->gr.df) < 0 ||
                  pass_run(p->gr.f, "dce") < 0 || pass_run(p->gr.df, "dce") < 0))
     goto fail;
   p->fwd = exec_compile(p->gr.f, NULL);

@@ -298,7 +298,7 @@ static int optimize(exec_function *f) {
    * the non-differentiable regions of a training graph (their groups run
    * unfused whenever an input requires grad) */
   if (f->opts.fusion) {
-    if ((rc = pass_fuse(g)) < 0) goto fail;
+    if ((rc = pass_gemm_epilogue(g)) < 0 || (rc = pass_fuse(g)) < 0) goto fail;
     jit_log("fuse", g);
   }
   if ((rc = ir_graph_verify(g)) < 0) {
@@ -394,7 +394,7 @@ int exec_function_run(exec_function *f, const exec_value *inputs, exec_value *ou
       /* no profiling, no specialization: the graph as it is, cleaned */
       ir_graph *g = ir_graph_clone(f->graph); /* cleaned when made */
       if (!g) return KILN_ERR_NOMEM;
-      if (f->opts.fusion && pass_fuse(g) < 0) {
+      if (f->opts.fusion && (pass_gemm_epilogue(g) < 0 || pass_fuse(g) < 0)) {
         ir_graph_free(g);
         return -1;
       }

@@ -43,10 +43,17 @@ static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
              int64_t ldc) {
+  op_gemm_ep(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+}
+
+void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+                int64_t ldc, op_gemm_epilogue ep, void *ep_ctx) {
   ensure_single();
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (nt < 2 || M * N * K < GEMM_PARALLEL_MIN || (M < 32 && N < 32)) {
     call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (ep) ep(C, M, N, ldc, ep_ctx);
     return;
   }
   size_t es = kiln_dtype_size(dt);
@@ -61,13 +68,15 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
     if (by_rows) {
       /* rows [s0, s1) of C come from rows [s0, s1) of op(A) */
       const char *a = (const char *)A + (size_t)(ta ? s0 : s0 * lda) * es;
-      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta,
-           (char *)C + (size_t)(s0 * ldc) * es, ldc);
+      char *c = (char *)C + (size_t)(s0 * ldc) * es;
+      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta, c, ldc);
+      if (ep) ep(c, s1 - s0, N, ldc, ep_ctx); /* while the slice is in cache */
     } else {
       /* columns [s0, s1) of C come from columns [s0, s1) of op(B) */
       const char *b = (const char *)B + (size_t)(tb ? s0 * ldb : s0) * es;
-      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, (char *)C + (size_t)s0 * es,
-           ldc);
+      char *c = (char *)C + (size_t)s0 * es;
+      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, c, ldc);
+      if (ep) ep(c, M, s1 - s0, ldc, ep_ctx);
     }
   }
 }

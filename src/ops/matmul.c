@@ -1,6 +1,7 @@
 /* src/ops/matmul.c: mm, bmm, addmm through CBLAS (int64 by plain loops);
  * matmul and linear decompose into them, as torch.matmul and F.linear do. */
 #include <limits.h>
+#include <math.h>
 #include <omp.h>
 #include <string.h>
 
@@ -315,6 +316,103 @@ int op_addmm_grad(op_grad_ctx *g) {
     if (!(g->grad_in[2] = r)) return -1;
   }
   return 0;
+}
+
+/* ---- _addmm_activation: addmm with a relu/gelu epilogue ----------------------- */
+
+int op_addmm_activation_infer(const op_val *a, int n, op_meta *o, int m) {
+  char d[64];
+  if (a[5].tag != OP_VAL_BOOL)
+    return core_error(KILN_ERR_INVALID, "aten::_addmm_activation: use_gelu must be a bool, got %s",
+                      op_val_desc(&a[5], d, sizeof d));
+  if (op_addmm_infer(a, 5, o, m) < 0) return -1;
+  if (!core_dtype_is_floating(o[0].dtype))
+    return core_error(KILN_ERR_INVALID, "aten::_addmm_activation: expected floating tensors, got %s",
+                      kiln_dtype_name(o[0].dtype));
+  return 1;
+}
+
+typedef struct act_ctx {
+  op_tile_fn tile;
+  op_attrs attrs;
+  kiln_dtype dt;
+} act_ctx;
+
+/* The activation's own tile kernel from the op table, run on each row of
+ * the slice through a small buffer (the kernel's pointers never alias). */
+static void act_epilogue(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx_) {
+  const act_ctx *ctx = ctx_;
+  size_t es = kiln_dtype_size(ctx->dt);
+  _Alignas(64) char buf[4096];
+  int64_t chunk = (int64_t)(sizeof buf / es);
+  for (int64_t r = 0; r < rows; r++) {
+    char *row = (char *)C + (size_t)(r * ldc) * es;
+    for (int64_t j = 0; j < cols; j += chunk) {
+      int64_t len = cols - j < chunk ? cols - j : chunk;
+      memcpy(buf, row + j * (int64_t)es, (size_t)len * es);
+      const void *in[1] = {buf};
+      ctx->tile(row + j * (int64_t)es, in, len, &ctx->attrs);
+    }
+  }
+}
+
+int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  const kiln_tensor *x = a[1].t, *y = a[2].t;
+  double beta = op_val_num(&a[3]), alpha = op_val_num(&a[4]);
+  bool gelu = a[5].b;
+  kiln_dtype dt = x->dtype;
+  act_ctx ctx = {op_table[gelu ? KILN_OP_GELU : KILN_OP_RELU].tiles[dt], {{1.0, NAN, NAN, NAN}}, dt};
+  gemm_arg A, B;
+  int rc;
+  if (beta != 0) op_copy_into(o[0], a[0].t);
+  int64_t nr = x->shape[0], k = x->shape[1], nc = y->shape[1];
+  if (nr * nc == 0) return 0;
+  if (k == 0) { /* act(beta * self) */
+    kiln_tensor *t = o[0];
+    if (beta == 0) {
+      memset(core_data(t), 0, (size_t)(nr * nc) * kiln_dtype_size(dt));
+    } else if (beta != 1) {
+      for (int64_t i = 0; i < nr * nc; i++) {
+        if (dt == KILN_DTYPE_F32) ((float *)core_data(t))[i] *= (float)beta;
+        else ((double *)core_data(t))[i] *= beta;
+      }
+    }
+    act_epilogue(core_data(t), nr, nc, nc, &ctx);
+    return 0;
+  }
+  if ((rc = gemm_arg_init(&A, x, true)) < 0) return rc;
+  if ((rc = gemm_arg_init(&B, y, true)) < 0) {
+    kiln_release(A.copy);
+    return rc;
+  }
+  op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, alpha, A.base, A.ld, B.base, B.ld, beta,
+             core_data(o[0]), nc > 1 ? nc : 1, act_epilogue, &ctx);
+  kiln_release(A.copy);
+  kiln_release(B.copy);
+  return 0;
+}
+
+/* y = act(z), z = addmm(...): the activation's formula gives dz, then
+ * addmm's formula gives the rest (no formula is written twice). */
+int op_addmm_activation_grad(op_grad_ctx *g) {
+  kiln_tensor *go = g->grads[0], *y = g->outs[0], *gz = NULL;
+  bool gelu = g->args[5].b, want = true;
+  if (!go) return 0;
+  if (gelu) {
+    kiln_tensor *z = kiln_addmm(g->args[0].t, g->args[1].t, g->args[2].t,
+                                op_val_num(&g->args[3]), op_val_num(&g->args[4]));
+    if (!z) return -1;
+    op_val args[2] = {OPV_T(z), OPV_S("tanh")};
+    op_grad_ctx c = {args, 2, &y, 1, &go, &want, &gz, 1};
+    if (op_gelu_grad(&c) < 0) return -1;
+  } else {
+    op_val args[1] = {OPV_T(y)};
+    op_grad_ctx c = {args, 1, &y, 1, &go, &want, &gz, 1};
+    if (op_relu_grad(&c) < 0) return -1;
+  }
+  if (!gz) return -1;
+  op_grad_ctx c = {g->args, 5, NULL, 0, &gz, g->needs, g->grad_in, g->n_slots};
+  return op_addmm_grad(&c);
 }
 
 /* ---- matmul (decomposes) ----------------------------------------------------- */

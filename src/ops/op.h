@@ -240,6 +240,14 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
              int64_t ldc);
 
+/* A GEMM epilogue: applied to each rows x cols slice of C (row stride ldc)
+ * right after the GEMM that wrote it, while it is in cache. */
+typedef void (*op_gemm_epilogue)(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx);
+/* op_gemm with an epilogue (ep may be NULL). */
+void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+                int64_t ldc, op_gemm_epilogue ep, void *ep_ctx);
+
 /* Gradient helpers written with the public API (no op entries of their own). */
 /* Sums g down to the given shape (undoing broadcasting); new ref in scope. */
 kiln_tensor *op_sum_to(kiln_tensor *g, int ndim, const int64_t *shape);

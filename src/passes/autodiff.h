@@ -88,5 +88,12 @@ int pass_guard_autodiff_subgraphs(ir_graph *g);
 /* Groups runs of >= 2 fusible elementwise ops into prim::FusionGroup nodes
  * (fuse.c). Returns how many groups were made. */
 int pass_fuse(ir_graph *g);
+/* Rewrites relu(addmm(...)) and tanh-gelu(addmm(...)), where addmm's result
+ * has no other use, into aten::_addmm_activation: the activation runs on
+ * each slice of the product right after its GEMM.
+ *   before: %z = aten::addmm(%b, %x, %w, %1, %1); %y = aten::relu(%z)
+ *   after:  %f = prim::Constant[value=0](); %y = aten::_addmm_activation(%b, %x, %w, %1, %1, %f)
+ * Returns how many were rewritten. */
+int pass_gemm_epilogue(ir_graph *g);
 
 #endif

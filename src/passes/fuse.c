@@ -156,3 +156,46 @@ static int fuse_block(ir_graph *g, ir_block *b) {
 }
 
 int pass_fuse(ir_graph *g) { return fuse_block(g, ir_graph_top(g)); }
+
+/* ---- GEMM epilogues ------------------------------------------------------------ */
+
+/* Is n `aten::gelu(%z, "tanh")`? (The epilogue's gelu is the tanh form.) */
+static bool is_tanh_gelu(const ir_node *n) {
+  if (n->op != KILN_OP_GELU || n->n_inputs != 2 || !is_constant(n->inputs[1])) return false;
+  const ir_attr *a = ir_node_attr(n->inputs[1]->node, "value");
+  return a && a->kind == IR_ATTR_STR && strcmp(a->s, "tanh") == 0;
+}
+
+static int epilogue_block(ir_graph *g, ir_block *b) {
+  int made = 0, rc;
+  for (ir_node *n = b->first, *next; n; n = next) {
+    next = n->next;
+    for (int i = 0; i < n->n_blocks; i++) {
+      if ((rc = epilogue_block(g, n->blocks[i])) < 0) return rc;
+      made += rc;
+    }
+    bool relu = n->op == KILN_OP_RELU, gelu = is_tanh_gelu(n);
+    if (!relu && !gelu) continue;
+    ir_value *z = n->inputs[0];
+    ir_node *mm = z->node;
+    if (!mm || mm->op != KILN_OP_ADDMM || z->n_uses != 1 || mm->owner != b) continue;
+    ir_node *c = ir_node_new_prim(g, IR_PRIM_CONSTANT);
+    ir_node *ep = ir_node_new_op(g, KILN_OP_ADDMM_ACTIVATION);
+    if (!c || !ep || ir_node_set_i(c, "value", gelu) < 0) return KILN_ERR_NOMEM;
+    ir_value *flag = ir_node_add_output(c, ir_type_bool());
+    if (!flag) return KILN_ERR_NOMEM;
+    for (int i = 0; i < mm->n_inputs; i++)
+      if (ir_node_add_input(ep, mm->inputs[i]) < 0) return KILN_ERR_NOMEM;
+    if (ir_node_add_input(ep, flag) < 0) return KILN_ERR_NOMEM;
+    ir_value *y = ir_node_add_output(ep, n->outputs[0]->type);
+    if (!y) return KILN_ERR_NOMEM;
+    ir_node_insert_before(c, n);
+    ir_node_insert_before(ep, n);
+    if (ir_value_replace_all_uses(n->outputs[0], y) < 0) return KILN_ERR_NOMEM;
+    if ((rc = ir_node_remove(n)) < 0 || (rc = ir_node_remove(mm)) < 0) return rc;
+    made++;
+  }
+  return made;
+}
+
+int pass_gemm_epilogue(ir_graph *g) { return epilogue_block(g, ir_graph_top(g)); }

@@ -123,3 +123,21 @@ TEST(lazy_compile_runs_the_jit_passes) {
   kiln_scope_end();
   kiln_generator_free(g);
 }
+
+TEST(lazy_linear_relu_gets_a_gemm_epilogue) {
+  kiln_generator *g = kiln_generator_new(2);
+  kiln_scope_begin();
+  kiln_tensor *xc = kiln_randn(2, (int64_t[]){8, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *wc = kiln_randn(2, (int64_t[]){6, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *bc = kiln_randn(1, (int64_t[]){6}, KILN_DTYPE_F32, g);
+  kiln_tensor *y = kiln_relu(kiln_linear(kiln_to_lazy(xc), kiln_to_lazy(wc), kiln_to_lazy(bc)));
+  kiln_tensor *yc = kiln_to_cpu(y);
+  char *t = kiln_lazy_last_compiled_graph();
+  CHECK_STR_CONTAINS(t, "aten::_addmm_activation");
+  CHECK(t && !strstr(t, "aten::relu("));
+  kiln_free(t);
+  kiln_tensor *ye = kiln_relu(kiln_linear(xc, wc, bc));
+  for (int i = 0; i < 48; i++) CHECK_NEAR(core_get_flat(yc, i), core_get_flat(ye, i), 0);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
