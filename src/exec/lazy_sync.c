@@ -22,7 +22,8 @@ typedef struct sig_input {
 } sig_input;
 
 typedef struct cache_entry {
-  uint64_t hash, structure;
+  uint64_t hash, structure, nodes; /* nodes: the structure without the roots */
+  int *root_ids;                   /* post-order ids of the roots */
   exec_code *code;
   uint64_t last_used;
   int n_inputs, n_roots;
@@ -74,7 +75,7 @@ typedef struct sync_graph {
   int n_inputs;
   lazy_value *roots;
   int n_roots;
-  uint64_t hash, structure;
+  uint64_t hash, structure, nodes;
 } sync_graph;
 
 static void graph_free(sync_graph *g) {
@@ -112,6 +113,7 @@ static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
       s = mix(mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
     }
   }
+  g->nodes = s;
   for (int i = 0; i < n; i++) {
     h = mix(mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
     s = mix(mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
@@ -172,6 +174,10 @@ static void fill_signature(cache_entry *e, const sync_graph *g) {
   e->n_inputs = g->n_inputs;
   e->n_roots = g->n_roots;
   e->structure = g->structure;
+  e->nodes = g->nodes;
+  e->root_ids = core_alloc((size_t)(g->n_roots ? g->n_roots : 1) * sizeof *e->root_ids);
+  if (e->root_ids)
+    for (int i = 0; i < g->n_roots; i++) e->root_ids[i] = g->roots[i].node->post_id;
   e->inputs = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof *e->inputs);
   if (!e->inputs) return;
   for (int i = 0; i < g->n_inputs; i++) {
@@ -205,6 +211,31 @@ static void explain_miss(const sync_graph *g) {
     lazy_note_recompile("same inputs, a constant argument changed (e.g. a view size)");
     return;
   }
+  /* the same nodes with other roots: a live tensor was added or removed */
+  for (int h = n_history - 1; h >= 0; h--) {
+    cache_entry *e = &history[h];
+    if (e->nodes != g->nodes || !e->root_ids) continue;
+    size_t k = (size_t)snprintf(buf, sizeof buf, "roots: %d -> %d", e->n_roots, g->n_roots);
+    for (int i = 0; i < g->n_roots && k < sizeof buf; i++) {
+      const lazy_node *x = g->roots[i].node;
+      bool old = false;
+      for (int j = 0; j < e->n_roots; j++) old |= e->root_ids[j] == x->post_id;
+      if (old) continue;
+      const op_meta *m = &x->metas[g->roots[i].index];
+      k += (size_t)snprintf(buf + k, sizeof buf - k, "; added root %d: %s%s from %s", i,
+                            kiln_dtype_name(m->dtype), core_shape_str(m->ndim, m->shape, a, sizeof a),
+                            x->op == LAZY_DATA ? "device data" : op_table[x->op].name);
+    }
+    for (int j = 0; j < e->n_roots && k < sizeof buf; j++) {
+      bool still = false;
+      for (int i = 0; i < g->n_roots; i++) still |= g->roots[i].node->post_id == e->root_ids[j];
+      if (!still)
+        k += (size_t)snprintf(buf + k, sizeof buf - k, "; removed the root at node %%%d",
+                              e->root_ids[j]);
+    }
+    lazy_note_recompile(buf);
+    return;
+  }
   /* a structure never compiled before: a new graph, not a recompile */
 }
 
@@ -215,12 +246,14 @@ static void remember(const sync_graph *g) {
   if (slot < 0) {
     if (n_history == HISTORY) {
       core_free(history[0].inputs);
+      core_free(history[0].root_ids);
       memmove(history, history + 1, (HISTORY - 1) * sizeof *history);
       n_history--;
     }
     slot = n_history++;
   } else {
     core_free(history[slot].inputs);
+    core_free(history[slot].root_ids);
   }
   memset(&history[slot], 0, sizeof history[slot]);
   fill_signature(&history[slot], g);

@@ -141,3 +141,27 @@ TEST(lazy_linear_relu_gets_a_gemm_epilogue) {
   kiln_scope_end();
   kiln_generator_free(g);
 }
+
+TEST(lazy_recompile_reason_names_an_added_root) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_to_lazy(kiln_ones(2, (int64_t[]){3, 3}, KILN_DTYPE_F32));
+  kiln_mark_step();
+  kiln_lazy_metrics_reset();
+  for (int keep_h = 0; keep_h < 2; keep_h++) {
+    kiln_tensor *h = NULL, *y;
+    kiln_scope_begin();
+    kiln_tensor *t = kiln_tanh(x);
+    y = kiln_keep(kiln_sum(kiln_exp(t), NULL, 0, false));
+    if (keep_h) h = kiln_keep(t); /* a live intermediate: an extra root */
+    kiln_scope_end();
+    kiln_mark_step();
+    kiln_release(y);
+    kiln_release(h);
+  }
+  CHECK_EQ_INT(kiln_lazy_counter("UncachedCompile"), 2);
+  CHECK_EQ_INT(kiln_lazy_n_recompile_reasons(), 1);
+  CHECK_STR_CONTAINS(kiln_lazy_recompile_reason(0), "roots: 1 -> 2");
+  CHECK_STR_CONTAINS(kiln_lazy_recompile_reason(0), "added root");
+  CHECK_STR_CONTAINS(kiln_lazy_recompile_reason(0), "aten::tanh");
+  kiln_scope_end();
+}
