@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "tile.h"
+#include "vmath.h"
 
 /* ---- tiles ------------------------------------------------------------------ */
 /* Attributes (op_attrs.s, NAN for None): gelu s[0] = 1 for approximate='tanh';
@@ -23,7 +24,7 @@ TILE_UNARY(relu_i64, int64_t, int64_t, a < 0 ? 0 : a)
 TILE_UNARY(gelu_erf_f32, float, float, 0.5f * a * (1.0f + erff(a * (float)M_SQRT1_2)))
 TILE_UNARY(gelu_erf_f64, double, double, 0.5 * a * (1.0 + erf(a * M_SQRT1_2)))
 TILE_UNARY(gelu_tanh_f32, float, float,
-           0.5f * a * (1.0f + tanhf((float)GELU_BETA * (a + (float)GELU_KAPPA * a * a * a))))
+           0.5f * a * (1.0f + op_tanhf((float)GELU_BETA * (a + (float)GELU_KAPPA * a * a * a))))
 TILE_UNARY(gelu_tanh_f64, double, double,
            0.5 * a * (1.0 + tanh(GELU_BETA * (a + GELU_KAPPA * a * a * a))))
 
@@ -36,7 +37,7 @@ static void gelu_f64(void *out, const void *const *in, int64_t n, const op_attrs
 }
 
 /* silu: x / (1 + e^-x), as PyTorch writes it. */
-TILE_UNARY(silu_f32, float, float, a / (1.0f + expf(-a)))
+TILE_UNARY(silu_f32, float, float, a * op_sigmoidf(a))
 TILE_UNARY(silu_f64, double, double, a / (1.0 + exp(-a)))
 
 /* The product is formed unconditionally so that the slope load is not

@@ -4,36 +4,9 @@
 #include <string.h>
 
 #include "op.h"
+#include "vmath.h"
 
 #define SM_W 1024 /* columns per block when the dim is not the last */
-
-/* e^x for float32, written so that loops calling it vectorize (libm's expf
- * is an opaque call; softmax spends most of its time here). Cody-Waite
- * range reduction x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial for e^r
- * (about 1 ulp), 2^n built in the exponent bits. Below -87.3 the result is
- * 0 (no denormals); NaN passes through. The rounding uses the 1.5 * 2^23
- * trick (plain arithmetic, so it vectorizes without SSE4.1 rounding). */
-static inline float sm_expf(float x) {
-  float xc = x > -87.3f ? x : -87.3f; /* also maps NaN to a finite value */
-  xc = xc < 88.3f ? xc : 88.3f;
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float q = 1.9875691500e-4f;
-  q = q * r + 1.3981999507e-3f;
-  q = q * r + 8.3334519073e-3f;
-  q = q * r + 4.1665795894e-2f;
-  q = q * r + 1.6666665459e-1f;
-  q = q * r + 5.0000001201e-1f;
-  float y = q * r * r + r + 1.0f;
-  union {
-    int32_t i;
-    float f;
-  } sc = {.i = ((int32_t)n + 127) << 23};
-  y *= sc.f;
-  y = x < -87.3f ? 0.0f : y;
-  return x != x ? x : y;
-}
 
 static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
   char d[160];
@@ -139,7 +112,7 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
     }                                                                             \
   }
 
-DEF_SM(f32, float, sm_expf)
+DEF_SM(f32, float, op_expf)
 DEF_SM(f64, double, exp)
 
 static int sm_cpu(const op_val *a, kiln_tensor *out, bool lg) {

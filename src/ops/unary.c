@@ -1,6 +1,7 @@
 /* src/ops/unary.c: unary elementwise math ops (neg, abs, sign, exp, log,
  * sqrt, rsqrt, sin, cos, tanh, sigmoid, erf): tiles, formulas, API. */
 #include "tile.h"
+#include "vmath.h"
 
 /* ---- tiles ------------------------------------------------------------------ */
 /* Each tile is one plain loop over restrict pointers (tile.h), so the cheap
@@ -26,7 +27,7 @@ TILE_UNARY(sign_f32, float, float, (float)((0.0f < a) - (a < 0.0f)))
 TILE_UNARY(sign_f64, double, double, (double)((0.0 < a) - (a < 0.0)))
 TILE_UNARY(sign_i64, int64_t, int64_t, (int64_t)((0 < a) - (a < 0)))
 TILE_UNARY(sign_b, bool, bool, a)
-TILE_UNARY(exp_f32, float, float, expf(a))
+TILE_UNARY(exp_f32, float, float, op_expf(a))
 TILE_UNARY(exp_f64, double, double, exp(a))
 TILE_UNARY(log_f32, float, float, logf(a))
 TILE_UNARY(log_f64, double, double, log(a))
@@ -38,10 +39,10 @@ TILE_UNARY(sin_f32, float, float, sinf(a))
 TILE_UNARY(sin_f64, double, double, sin(a))
 TILE_UNARY(cos_f32, float, float, cosf(a))
 TILE_UNARY(cos_f64, double, double, cos(a))
-TILE_UNARY(tanh_f32, float, float, tanhf(a))
+TILE_UNARY(tanh_f32, float, float, op_tanhf(a))
 TILE_UNARY(tanh_f64, double, double, tanh(a))
 /* 1/(1+e^-x): e^-x overflows to inf for x << 0, giving exactly 0. */
-TILE_UNARY(sigmoid_f32, float, float, 1.0f / (1.0f + expf(-a)))
+TILE_UNARY(sigmoid_f32, float, float, op_sigmoidf(a))
 TILE_UNARY(sigmoid_f64, double, double, 1.0 / (1.0 + exp(-a)))
 TILE_UNARY(erf_f32, float, float, erff(a))
 TILE_UNARY(erf_f64, double, double, erf(a))
