@@ -368,6 +368,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
       goto done;
     }
   }
+  int n_steps = f->n_steps;
   ew_operand ops[64];
   for (int i = 0; i < f->n_in; i++)
     if (in[i].tag == EXEC_V_TENSOR) op_ew_operand_init(&ops[i], in[i].t, ndim, shape);
