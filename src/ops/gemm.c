@@ -25,9 +25,39 @@ static void ensure_single(void) {
   }
 }
 
+/* y = alpha * op(X) v + beta * y through GEMV: X stored row-major with
+ * leading dimension ldx, rows x cols as stored. */
+static void gemv(kiln_dtype dt, bool trans, int64_t rows, int64_t cols, double alpha,
+                 const void *X, int64_t ldx, const void *v, int64_t incv, double beta, void *y,
+                 int64_t incy) {
+  enum CBLAS_TRANSPOSE t = trans ? CblasTrans : CblasNoTrans;
+  if (dt == KILN_DTYPE_F32)
+    cblas_sgemv(CblasRowMajor, t, (int)rows, (int)cols, (float)alpha, X, (int)ldx, v, (int)incv,
+                (float)beta, y, (int)incy);
+  else
+    cblas_dgemv(CblasRowMajor, t, (int)rows, (int)cols, alpha, X, (int)ldx, v, (int)incv, beta,
+                y, (int)incy);
+}
+
 static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                  const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
                  int64_t ldc) {
+  /* Note [GEMV]: with one row (batch-1 inference) or one column, GEMM
+   * would pack the whole other matrix on every call; GEMV streams it once. */
+  if (M == 1 && K > 0) {
+    /* C[0, :] = op(B)^T-ish: y[N] = op(B)[K, N]^T x[K] */
+    int64_t incx = ta ? lda : 1;
+    if (!tb) gemv(dt, true, K, N, alpha, B, ldb, A, incx, beta, C, 1);
+    else gemv(dt, false, N, K, alpha, B, ldb, A, incx, beta, C, 1);
+    return;
+  }
+  if (N == 1 && K > 0) {
+    /* C[:, 0] = op(A)[M, K] b[K] */
+    int64_t incb = tb ? 1 : ldb;
+    if (!ta) gemv(dt, false, M, K, alpha, A, lda, B, incb, beta, C, ldc);
+    else gemv(dt, true, K, M, alpha, A, lda, B, incb, beta, C, ldc);
+    return;
+  }
   enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
   if (dt == KILN_DTYPE_F32)
     cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, (float)alpha, A, (int)lda, B,

@@ -436,3 +436,31 @@ OP_SAMPLE(LINEAR, no_bias) {
   s->args[2] = OPV_NONE;
   s->n_args = 3;
 }
+
+/* Note [GEMV]: one-row and one-column products (batch-1 inference) take
+ * the GEMV path; every layout agrees with a naive product. */
+TEST(mm_gemv_paths_match_naive) {
+  kiln_generator *g = kiln_generator_new(77);
+  int64_t shapes[4][3] = {{1, 37, 19}, {23, 41, 1}, {1, 5, 1}, {1, 1, 9}}; /* n, k, m */
+  for (int si = 0; si < 4; si++)
+    for (int ta = 0; ta < 2; ta++)
+      for (int tb = 0; tb < 2; tb++) {
+        kiln_scope_begin();
+        int64_t n = shapes[si][0], k = shapes[si][1], m = shapes[si][2];
+        kiln_tensor *a = ta ? kiln_t(kiln_randn(2, (int64_t[]){k, n}, KILN_DTYPE_F64, g))
+                            : kiln_randn(2, (int64_t[]){n, k}, KILN_DTYPE_F64, g);
+        kiln_tensor *b = tb ? kiln_t(kiln_randn(2, (int64_t[]){m, k}, KILN_DTYPE_F64, g))
+                            : kiln_randn(2, (int64_t[]){k, m}, KILN_DTYPE_F64, g);
+        kiln_tensor *c = kiln_mm(a, b);
+        CHECK(c != NULL);
+        for (int64_t i = 0; c && i < n; i++)
+          for (int64_t j = 0; j < m; j++) {
+            double want = 0;
+            for (int64_t kk = 0; kk < k; kk++)
+              want += core_get_flat(a, i * k + kk) * core_get_flat(b, kk * m + j);
+            CHECK_NEAR(core_get_flat(c, i * m + j), want, 1e-12);
+          }
+        kiln_scope_end();
+      }
+  kiln_generator_free(g);
+}
