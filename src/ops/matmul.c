@@ -203,11 +203,21 @@ int op_mm_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
 }
 
 /* d(a@b)/da = g @ b^T, d(a@b)/db = a^T @ g */
+/* a @ b, laid out like `like`: when `like` is a transposed view (as t(w)
+ * in linear), the product is computed as (b^T @ a^T)^T, so it is a
+ * transposed view too and the gradient that t()'s backward hands to w is
+ * contiguous: the optimizer then streams it instead of gathering. */
+static kiln_tensor *mm_like(kiln_tensor *a, kiln_tensor *b, const kiln_tensor *like) {
+  bool colmajor = like->ndim == 2 && like->storage && like->strides[0] == 1 &&
+                  like->strides[1] != 1 && like->shape[0] > 1 && like->shape[1] > 1;
+  return colmajor ? kiln_t(kiln_mm(kiln_t(b), kiln_t(a))) : kiln_mm(a, b);
+}
+
 int op_mm_grad(op_grad_ctx *g) {
   kiln_tensor *go = g->grads[0];
   if (!go) return 0;
-  if (g->needs[0] && !(g->grad_in[0] = kiln_mm(go, kiln_t(g->args[1].t)))) return -1;
-  if (g->needs[1] && !(g->grad_in[1] = kiln_mm(kiln_t(g->args[0].t), go))) return -1;
+  if (g->needs[0] && !(g->grad_in[0] = mm_like(go, kiln_t(g->args[1].t), g->args[0].t))) return -1;
+  if (g->needs[1] && !(g->grad_in[1] = mm_like(kiln_t(g->args[0].t), go, g->args[1].t))) return -1;
   return 0;
 }
 
@@ -306,12 +316,12 @@ int op_addmm_grad(op_grad_ctx *g) {
     if (!s || !(g->grad_in[0] = op_sum_to(s, self->ndim, self->shape))) return -1;
   }
   if (g->needs[1]) {
-    kiln_tensor *r = kiln_mm(go, kiln_t(g->args[2].t));
+    kiln_tensor *r = mm_like(go, kiln_t(g->args[2].t), g->args[1].t);
     if (r && alpha != 1) r = kiln_mul_scalar(r, alpha);
     if (!(g->grad_in[1] = r)) return -1;
   }
   if (g->needs[2]) {
-    kiln_tensor *r = kiln_mm(kiln_t(g->args[1].t), go);
+    kiln_tensor *r = mm_like(kiln_t(g->args[1].t), go, g->args[2].t);
     if (r && alpha != 1) r = kiln_mul_scalar(r, alpha);
     if (!(g->grad_in[2] = r)) return -1;
   }

@@ -126,9 +126,36 @@ static int peep_add_sub(ir_node *n) {
 
 /* ---- views and conversions ---------------------------------------------------------------- */
 
+/* aten::t(aten::mm(a, b)) -> aten::mm(aten::t(b), aten::t(a)) when the
+ * product has no other use: the same numbers, but contiguous rather than
+ * a transposed view (a traced backward's weight gradient, t(x^T @ g), then
+ * reaches the optimizer in the weight's own layout). */
+static int peep_t_mm(ir_node *n) {
+  ir_node *mm = n->inputs[0]->node;
+  if (!mm || mm->op != KILN_OP_MM || n->inputs[0]->n_uses != 1) return 0;
+  ir_graph *g = n->graph;
+  ir_node *ta = ir_node_new_op(g, KILN_OP_T), *tb = ir_node_new_op(g, KILN_OP_T),
+          *m2 = ir_node_new_op(g, KILN_OP_MM);
+  if (!ta || !tb || !m2 || ir_node_add_input(tb, mm->inputs[1]) < 0 ||
+      ir_node_add_input(ta, mm->inputs[0]) < 0)
+    return KILN_ERR_NOMEM;
+  ir_value *vb = ir_node_add_output(tb, ir_type_tensor()), *va = ir_node_add_output(ta, ir_type_tensor());
+  if (!va || !vb || ir_node_add_input(m2, vb) < 0 || ir_node_add_input(m2, va) < 0)
+    return KILN_ERR_NOMEM;
+  ir_value *r = ir_node_add_output(m2, n->outputs[0]->type);
+  if (!r) return KILN_ERR_NOMEM;
+  ir_node_insert_before(tb, n);
+  ir_node_insert_before(ta, n);
+  ir_node_insert_before(m2, n);
+  int rc = rewrite1(n, r);
+  if (rc == 1 && (rc = ir_node_remove(mm)) == 0) rc = 1;
+  return rc;
+}
+
 /* aten::t(aten::t(x)) -> x */
 static int peep_t(ir_node *n) {
   const ir_node *inner = n->inputs[0]->node;
+  if (inner && inner->op == KILN_OP_MM) return peep_t_mm(n);
   if (!inner || inner->op != KILN_OP_T) return 0;
   ir_value *x = inner->inputs[0];
   if (x->type->kind == IR_TYPE_TENSOR && x->type->ndim > 2) return 0; /* t() raises there */
