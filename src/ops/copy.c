@@ -63,14 +63,6 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
   }
 }
 
-static int need_tensor(const char *fn, const op_val *v) {
-  char d[64];
-  if (v->tag != OP_VAL_TENSOR)
-    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
-                      op_val_desc(v, d, sizeof d));
-  return 0;
-}
-
 /* ScalarType codes as TorchScript prints them. */
 int op_dtype_from_code(int64_t code, kiln_dtype *out) {
   switch (code) {
@@ -93,7 +85,7 @@ int op_dtype_code(kiln_dtype dt) {
 
 /* ---- contiguous ---------------------------------------------------------- */
 int op_contiguous_infer(const op_val *a, int n, op_meta *o, int m) {
-  if (need_tensor("aten::contiguous", &a[0]) < 0) return -1;
+  if (op_arg_tensor("aten::contiguous", &a[0], NULL, NULL) < 0) return -1;
   op_meta_of(a[0].t, &o[0]);
   return 1;
 }
@@ -115,7 +107,7 @@ int op_contiguous_grad(op_grad_ctx *g) {
 
 /* ---- clone ------------------------------------------------------------------ */
 int op_clone_infer(const op_val *a, int n, op_meta *o, int m) {
-  if (need_tensor("aten::clone", &a[0]) < 0) return -1;
+  if (op_arg_tensor("aten::clone", &a[0], NULL, NULL) < 0) return -1;
   op_meta_of(a[0].t, &o[0]);
   return 1;
 }
@@ -131,7 +123,7 @@ int op_clone_grad(op_grad_ctx *g) {
 /* ---- to (dtype) ---------------------------------------------------------------- */
 int op_to_infer(const op_val *a, int n, op_meta *o, int m) {
   kiln_dtype dt = KILN_DTYPE_F32;
-  if (need_tensor("aten::to", &a[0]) < 0) return -1;
+  if (op_arg_tensor("aten::to", &a[0], NULL, NULL) < 0) return -1;
   if (a[1].tag != OP_VAL_INT)
     return core_error(KILN_ERR_INVALID, "aten::to: dtype must be a ScalarType code");
   if (op_dtype_from_code(a[1].i, &dt) < 0) return -1;
@@ -160,7 +152,7 @@ int op_to_grad(op_grad_ctx *g) {
 
 /* ---- detach ------------------------------------------------------------------ */
 int op_detach_infer(const op_val *a, int n, op_meta *o, int m) {
-  if (need_tensor("aten::detach", &a[0]) < 0) return -1;
+  if (op_arg_tensor("aten::detach", &a[0], NULL, NULL) < 0) return -1;
   op_meta_of(a[0].t, &o[0]);
   return 1;
 }
@@ -172,7 +164,7 @@ int op_detach_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
 
 /* ---- zeros_like / ones_like ------------------------------------------------------ */
 static int like_infer(const char *fn, const op_val *a, op_meta *o) {
-  if (need_tensor(fn, &a[0]) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0) return -1;
   op_meta_of(a[0].t, &o[0]);
   if (a[1].tag == OP_VAL_INT) {
     kiln_dtype dt = KILN_DTYPE_F32;

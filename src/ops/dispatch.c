@@ -180,3 +180,25 @@ int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
   if (rc == 0) core_bump_version(out);
   return rc;
 }
+
+int op_arg_tensor(const char *fn, const op_val *a, const char *name, kiln_tensor **t) {
+  char d[64];
+  if (a->tag != OP_VAL_TENSOR || !a->t) {
+    if (name)
+      return core_error(KILN_ERR_INVALID, "%s: expected a tensor for '%s', got %s", fn, name,
+                        op_val_desc(a, d, sizeof d));
+    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
+                      op_val_desc(a, d, sizeof d));
+  }
+  if (t) *t = a->t;
+  return 0;
+}
+
+int op_arg_int(const char *fn, const op_val *a, const char *name, int64_t *out) {
+  char d[64];
+  if (a->tag != OP_VAL_INT)
+    return core_error(KILN_ERR_INVALID, "%s: expected an int for '%s', got %s", fn, name,
+                      op_val_desc(a, d, sizeof d));
+  *out = a->i;
+  return 0;
+}

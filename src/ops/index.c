@@ -14,24 +14,6 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static int tensor_arg(const char *fn, const op_val *a, const char *name, kiln_tensor **t) {
-  char d[64];
-  if (a->tag != OP_VAL_TENSOR || !a->t)
-    return core_error(KILN_ERR_INVALID, "%s: expected a tensor for '%s', got %s", fn, name,
-                      op_val_desc(a, d, sizeof d));
-  *t = a->t;
-  return 0;
-}
-
-static int int_arg(const char *fn, const op_val *a, const char *name, int64_t *out) {
-  char d[64];
-  if (a->tag != OP_VAL_INT)
-    return core_error(KILN_ERR_INVALID, "%s: expected an int for '%s', got %s", fn, name,
-                      op_val_desc(a, d, sizeof d));
-  *out = a->i;
-  return 0;
-}
-
 static int index_dtype(const char *fn, const char *what, const kiln_tensor *index) {
   char d[160];
   if (index->dtype != KILN_DTYPE_I64)
@@ -105,8 +87,8 @@ static int index_select_check(const op_val *a, int *wdim) {
   const char *fn = "aten::index_select";
   kiln_tensor *self = NULL, *index = NULL;
   int64_t dim = 0;
-  if (tensor_arg(fn, &a[0], "self", &self) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      tensor_arg(fn, &a[2], "index", &index) < 0 || index_dtype(fn, "index_select", index) < 0)
+  if (op_arg_tensor(fn, &a[0], "self", &self) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      op_arg_tensor(fn, &a[2], "index", &index) < 0 || index_dtype(fn, "index_select", index) < 0)
     return -1;
   if (index->ndim > 1)
     return core_error(KILN_ERR_INVALID,
@@ -211,8 +193,8 @@ static int index_add_check(const op_val *a, int *wdim, double *alpha) {
   kiln_tensor *self = NULL, *index = NULL, *src = NULL;
   int64_t dim = 0;
   char d[160], e[160];
-  if (tensor_arg(fn, &a[0], "self", &self) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      tensor_arg(fn, &a[2], "index", &index) < 0 || tensor_arg(fn, &a[3], "source", &src) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", &self) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      op_arg_tensor(fn, &a[2], "index", &index) < 0 || op_arg_tensor(fn, &a[3], "source", &src) < 0 ||
       index_dtype(fn, "index_add_", index) < 0)
     return -1;
   if (!op_val_is_num(&a[4]))
@@ -327,8 +309,8 @@ static int embedding_check(const op_val *a) {
   kiln_tensor *w = NULL, *ix = NULL;
   int64_t pad = -1;
   char d[160];
-  if (tensor_arg(fn, &a[0], "weight", &w) < 0 || tensor_arg(fn, &a[1], "indices", &ix) < 0 ||
-      int_arg(fn, &a[2], "padding_idx", &pad) < 0)
+  if (op_arg_tensor(fn, &a[0], "weight", &w) < 0 || op_arg_tensor(fn, &a[1], "indices", &ix) < 0 ||
+      op_arg_int(fn, &a[2], "padding_idx", &pad) < 0)
     return -1;
   if (w->ndim != 2)
     return core_error(KILN_ERR_INVALID, "%s: 'weight' must be 2-D, got %s", fn,
@@ -400,9 +382,9 @@ static int gather_scatter_check(const char *fn, const op_val *a, bool scatter, i
   kiln_tensor *self = NULL, *index = NULL, *src = NULL;
   int64_t dim = 0;
   char d[160], e[160], f[160];
-  if (tensor_arg(fn, &a[0], "self", &self) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      tensor_arg(fn, &a[2], "index", &index) < 0 ||
-      (scatter && tensor_arg(fn, &a[3], "src", &src) < 0) ||
+  if (op_arg_tensor(fn, &a[0], "self", &self) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      op_arg_tensor(fn, &a[2], "index", &index) < 0 ||
+      (scatter && op_arg_tensor(fn, &a[3], "src", &src) < 0) ||
       index_dtype(fn, scatter ? "scatter" : "gather", index) < 0)
     return -1;
   if ((*wdim = core_wrap_dim(fn, dim, self->ndim)) < 0) return -1;

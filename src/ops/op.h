@@ -225,6 +225,10 @@ int op_broadcast_shapes(const char *fn, int na, const int64_t *a, int nb,
 kiln_dtype op_result_type(const op_val *operands, int n);
 /* Meta of a tensor argument (for infer functions). */
 void op_meta_of(const kiln_tensor *t, op_meta *m);
+/* Argument checks for infer functions: a tensor (stored in *t if t is not
+ * NULL) or an int; < 0 with "fn: expected a tensor for 'name', got ...". */
+int op_arg_tensor(const char *fn, const op_val *a, const char *name, kiln_tensor **t);
+int op_arg_int(const char *fn, const op_val *a, const char *name, int64_t *out);
 /* Formats "Float[4, 3]" of a tensor arg, "None"/number otherwise. */
 char *op_val_desc(const op_val *v, char *buf, size_t n);
 

@@ -427,14 +427,6 @@ static int reduce_into(const kiln_tensor *x, uint32_t mask, int kind, kiln_tenso
 
 /* ---- argument parsing and inference ---------------------------------------- */
 
-static int need_tensor(const char *fn, const op_val *v) {
-  char d[64];
-  if (v->tag != OP_VAL_TENSOR)
-    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
-                      op_val_desc(v, d, sizeof d));
-  return 0;
-}
-
 /* Parses a dim list (None or [] = all dims; a single int is one dim) into
  * a bit mask. Errors on out-of-range or repeated dims. */
 static int parse_dims(const char *fn, const op_val *v, int ndim, uint32_t *mask) {
@@ -571,7 +563,7 @@ static kiln_tensor *expand_back(kiln_tensor *g, const kiln_tensor *x, uint32_t m
 static int summean_infer(const char *fn, bool mean, const op_val *a, op_meta *o) {
   uint32_t mask;
   kiln_dtype dt;
-  if (need_tensor(fn, &a[0]) < 0 || parse_dims(fn, &a[1], a[0].t->ndim, &mask) < 0 ||
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0 || parse_dims(fn, &a[1], a[0].t->ndim, &mask) < 0 ||
       sum_dtype(fn, a[0].t, &a[3], mean, &dt) < 0)
     return -1;
   reduced_meta(a[0].t, mask, flag_arg(&a[2]), dt, &o[0]);
@@ -643,7 +635,7 @@ static int sum_to_mask(const kiln_tensor *x, const op_val *size, uint32_t *mask)
 int op_sum_to_size_infer(const op_val *a, int n, op_meta *o, int m) {
   char d[64];
   uint32_t mask;
-  if (need_tensor("aten::sum_to_size", &a[0]) < 0) return -1;
+  if (op_arg_tensor("aten::sum_to_size", &a[0], NULL, NULL) < 0) return -1;
   if (a[1].tag != OP_VAL_INTS)
     return core_error(KILN_ERR_INVALID, "aten::sum_to_size: size must be an int list, got %s",
                       op_val_desc(&a[1], d, sizeof d));
@@ -671,7 +663,7 @@ int op_sum_to_size_grad(op_grad_ctx *g) {
 static int aminmax_infer(const char *fn, const op_val *a, op_meta *o) {
   uint32_t mask;
   char d[64];
-  if (need_tensor(fn, &a[0]) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0) return -1;
   if (a[1].tag != OP_VAL_INTS && a[1].tag != OP_VAL_INT)
     return core_error(KILN_ERR_INVALID, "%s: dim must be an int list, got %s", fn,
                       op_val_desc(&a[1], d, sizeof d));
@@ -723,7 +715,7 @@ int op_amin_grad(op_grad_ctx *g) { return aminmax_grad(g); }
 
 int op_max_dim_infer(const op_val *a, int n, op_meta *o, int m) {
   const char *fn = "aten::max";
-  if (need_tensor(fn, &a[0]) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0) return -1;
   if (a[1].tag != OP_VAL_INT)
     return core_error(KILN_ERR_INVALID, "%s: dim must be an int", fn);
   uint32_t mask;
@@ -762,7 +754,7 @@ int op_max_dim_grad(op_grad_ctx *g) {
 int op_argmax_infer(const op_val *a, int n, op_meta *o, int m) {
   const char *fn = "aten::argmax";
   uint32_t mask;
-  if (need_tensor(fn, &a[0]) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0) return -1;
   const kiln_tensor *x = a[0].t;
   if (a[1].tag == OP_VAL_NONE) {
     if (core_numel(x->ndim, x->shape) == 0)
@@ -792,7 +784,7 @@ int op_var_infer(const op_val *a, int n, op_meta *o, int m) {
   const char *fn = "aten::var";
   char d[160];
   uint32_t mask;
-  if (need_tensor(fn, &a[0]) < 0 || parse_dims(fn, &a[1], a[0].t->ndim, &mask) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], NULL, NULL) < 0 || parse_dims(fn, &a[1], a[0].t->ndim, &mask) < 0) return -1;
   if (!core_dtype_is_floating(a[0].t->dtype))
     return core_error(KILN_ERR_INVALID, "%s: only floating-point tensors are supported, got %s",
                       fn, core_tensor_desc(a[0].t, d, sizeof d));

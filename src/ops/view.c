@@ -36,24 +36,6 @@ static void geom_contiguous(int ndim, const int64_t *shape, geom *g) {
 
 /* ---- argument checks ----------------------------------------------------- */
 
-static int self_arg(const char *fn, const op_val *a, kiln_tensor **t) {
-  char d[64];
-  if (a->tag != OP_VAL_TENSOR || !a->t)
-    return core_error(KILN_ERR_INVALID, "%s: expected a tensor for 'self', got %s", fn,
-                      op_val_desc(a, d, sizeof d));
-  *t = a->t;
-  return 0;
-}
-
-static int int_arg(const char *fn, const op_val *a, const char *name, int64_t *out) {
-  char d[64];
-  if (a->tag != OP_VAL_INT)
-    return core_error(KILN_ERR_INVALID, "%s: expected an int for '%s', got %s", fn, name,
-                      op_val_desc(a, d, sizeof d));
-  *out = a->i;
-  return 0;
-}
-
 static int ints_arg(const char *fn, const op_val *a, const char *name, int max_n) {
   char d[64];
   if (a->tag != OP_VAL_INTS || (a->ints.n > 0 && !a->ints.v))
@@ -153,7 +135,7 @@ static bool compute_stride(int ond, const int64_t *oshape, const int64_t *ostrid
  * strides do not allow it (g then has contiguous strides). */
 static int reshape_geom(const char *fn, const op_val *a, geom *g, bool *viewable) {
   kiln_tensor *t = NULL;
-  if (self_arg(fn, &a[0], &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0)
     return -1;
   int64_t shape[KILN_MAX_DIMS];
   int n = a[1].ints.n;
@@ -191,7 +173,7 @@ static void swap_dims(geom *g, int d0, int d1) {
 
 static int geom_t(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
-  if (self_arg("aten::t", &a[0], &t) < 0) return -1;
+  if (op_arg_tensor("aten::t", &a[0], \"self\", &t) < 0) return -1;
   if (t->ndim > 2)
     return core_error(KILN_ERR_INVALID,
                       "aten::t: t() expects a tensor with <= 2 dimensions, but self is %dD",
@@ -205,8 +187,8 @@ static int geom_transpose(const op_val *a, geom *g) {
   const char *fn = "aten::transpose";
   kiln_tensor *t = NULL;
   int64_t d0 = 0, d1 = 0;
-  if (self_arg(fn, &a[0], &t) < 0 || int_arg(fn, &a[1], "dim0", &d0) < 0 ||
-      int_arg(fn, &a[2], "dim1", &d1) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim0", &d0) < 0 ||
+      op_arg_int(fn, &a[2], "dim1", &d1) < 0)
     return -1;
   int w0 = core_wrap_dim(fn, d0, t->ndim), w1 = w0 < 0 ? -1 : core_wrap_dim(fn, d1, t->ndim);
   if (w0 < 0 || w1 < 0) return -1;
@@ -241,7 +223,7 @@ static int wrap_perm(const char *fn, const kiln_tensor *t, const op_val *dims, i
 static int geom_permute(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int perm[KILN_MAX_DIMS];
-  if (self_arg("aten::permute", &a[0], &t) < 0 || wrap_perm("aten::permute", t, &a[1], perm) < 0)
+  if (op_arg_tensor("aten::permute", &a[0], \"self\", &t) < 0 || wrap_perm("aten::permute", t, &a[1], perm) < 0)
     return -1;
   g->ndim = t->ndim;
   g->offset = 0;
@@ -257,7 +239,7 @@ static int geom_unsqueeze(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0;
   char d[160];
-  if (self_arg(fn, &a[0], &t) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0) return -1;
   if (t->ndim >= KILN_MAX_DIMS)
     return core_error(KILN_ERR_INVALID, "%s: %s already has %d dims, the most supported", fn,
                       core_tensor_desc(t, d, sizeof d), KILN_MAX_DIMS);
@@ -282,9 +264,9 @@ static int geom_squeeze(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0;
   int w = -1;
-  if (self_arg(fn, &a[0], &t) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0) return -1;
   if (a[1].tag != OP_VAL_NONE) {
-    if (int_arg(fn, &a[1], "dim", &dim) < 0) return -1;
+    if (op_arg_int(fn, &a[1], "dim", &dim) < 0) return -1;
     if ((w = core_wrap_dim(fn, dim, t->ndim)) < 0) return -1;
   }
   g->ndim = 0;
@@ -304,7 +286,7 @@ static int geom_expand(const op_val *a, geom *g) {
   const char *fn = "aten::expand";
   kiln_tensor *t = NULL;
   char d[160], s[160];
-  if (self_arg(fn, &a[0], &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0) return -1;
   int n = a[1].ints.n;
   const int64_t *sz = a[1].ints.v;
   if (n < t->ndim)
@@ -379,10 +361,10 @@ static int geom_slice(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0, start = 0, end = 0, step = 1;
   geom in;
-  if (self_arg(fn, &a[0], &t) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      (a[2].tag != OP_VAL_NONE && int_arg(fn, &a[2], "start", &start) < 0) ||
-      (a[3].tag != OP_VAL_NONE && int_arg(fn, &a[3], "end", &end) < 0) ||
-      int_arg(fn, &a[4], "step", &step) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      (a[2].tag != OP_VAL_NONE && op_arg_int(fn, &a[2], "start", &start) < 0) ||
+      (a[3].tag != OP_VAL_NONE && op_arg_int(fn, &a[3], "end", &end) < 0) ||
+      op_arg_int(fn, &a[4], "step", &step) < 0)
     return -1;
   geom_of(t, &in);
   return slice_geom(fn, &in, dim, a[2].tag != OP_VAL_NONE, start, a[3].tag != OP_VAL_NONE, end,
@@ -395,8 +377,8 @@ static int narrow_args(const op_val *a, kiln_tensor **t, int *wdim, int64_t *wst
   const char *fn = "aten::narrow";
   int64_t dim = 0, start = 0;
   char d[160];
-  if (self_arg(fn, &a[0], t) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      int_arg(fn, &a[2], "start", &start) < 0 || int_arg(fn, &a[3], "length", length) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      op_arg_int(fn, &a[2], "start", &start) < 0 || op_arg_int(fn, &a[3], "length", length) < 0)
     return -1;
   if ((*t)->ndim == 0)
     return core_error(KILN_ERR_INVALID, "%s: narrow() cannot be applied to a 0-dim tensor.", fn);
@@ -458,8 +440,8 @@ static int geom_select(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0, index = 0;
   geom in;
-  if (self_arg(fn, &a[0], &t) < 0 || int_arg(fn, &a[1], "dim", &dim) < 0 ||
-      int_arg(fn, &a[2], "index", &index) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+      op_arg_int(fn, &a[2], "index", &index) < 0)
     return -1;
   geom_of(t, &in);
   return select_geom(fn, &in, dim, index, g);
@@ -620,10 +602,10 @@ static int backward_window(const char *fn, const op_val *a, bool is_select, geom
   int64_t dim = 0, start = 0, end = 0, step = 1;
   geom full;
   char d[160], s[160], w[160];
-  if (self_arg(fn, &a[0], &grad) < 0 || ints_arg(fn, &a[1], "input_sizes", KILN_MAX_DIMS) < 0 ||
-      int_arg(fn, &a[2], "dim", &dim) < 0 || int_arg(fn, &a[3], is_select ? "index" : "start", &start) < 0)
+  if (op_arg_tensor(fn, &a[0], \"self\", &grad) < 0 || ints_arg(fn, &a[1], "input_sizes", KILN_MAX_DIMS) < 0 ||
+      op_arg_int(fn, &a[2], "dim", &dim) < 0 || op_arg_int(fn, &a[3], is_select ? "index" : "start", &start) < 0)
     return -1;
-  if (!is_select && (int_arg(fn, &a[4], "end", &end) < 0 || int_arg(fn, &a[5], "step", &step) < 0))
+  if (!is_select && (op_arg_int(fn, &a[4], "end", &end) < 0 || op_arg_int(fn, &a[5], "step", &step) < 0))
     return -1;
   if (core_check_shape(fn, a[1].ints.n, a[1].ints.v) < 0) return -1;
   geom_contiguous(a[1].ints.n, a[1].ints.v, &full);
