@@ -135,7 +135,7 @@ static bool compute_stride(int ond, const int64_t *oshape, const int64_t *ostrid
  * strides do not allow it (g then has contiguous strides). */
 static int reshape_geom(const char *fn, const op_val *a, geom *g, bool *viewable) {
   kiln_tensor *t = NULL;
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0)
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0)
     return -1;
   int64_t shape[KILN_MAX_DIMS];
   int n = a[1].ints.n;
@@ -173,7 +173,7 @@ static void swap_dims(geom *g, int d0, int d1) {
 
 static int geom_t(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
-  if (op_arg_tensor("aten::t", &a[0], \"self\", &t) < 0) return -1;
+  if (op_arg_tensor("aten::t", &a[0], "self", &t) < 0) return -1;
   if (t->ndim > 2)
     return core_error(KILN_ERR_INVALID,
                       "aten::t: t() expects a tensor with <= 2 dimensions, but self is %dD",
@@ -187,7 +187,7 @@ static int geom_transpose(const op_val *a, geom *g) {
   const char *fn = "aten::transpose";
   kiln_tensor *t = NULL;
   int64_t d0 = 0, d1 = 0;
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim0", &d0) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || op_arg_int(fn, &a[1], "dim0", &d0) < 0 ||
       op_arg_int(fn, &a[2], "dim1", &d1) < 0)
     return -1;
   int w0 = core_wrap_dim(fn, d0, t->ndim), w1 = w0 < 0 ? -1 : core_wrap_dim(fn, d1, t->ndim);
@@ -223,7 +223,7 @@ static int wrap_perm(const char *fn, const kiln_tensor *t, const op_val *dims, i
 static int geom_permute(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int perm[KILN_MAX_DIMS];
-  if (op_arg_tensor("aten::permute", &a[0], \"self\", &t) < 0 || wrap_perm("aten::permute", t, &a[1], perm) < 0)
+  if (op_arg_tensor("aten::permute", &a[0], "self", &t) < 0 || wrap_perm("aten::permute", t, &a[1], perm) < 0)
     return -1;
   g->ndim = t->ndim;
   g->offset = 0;
@@ -239,7 +239,7 @@ static int geom_unsqueeze(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0;
   char d[160];
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0) return -1;
   if (t->ndim >= KILN_MAX_DIMS)
     return core_error(KILN_ERR_INVALID, "%s: %s already has %d dims, the most supported", fn,
                       core_tensor_desc(t, d, sizeof d), KILN_MAX_DIMS);
@@ -264,7 +264,7 @@ static int geom_squeeze(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0;
   int w = -1;
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0) return -1;
   if (a[1].tag != OP_VAL_NONE) {
     if (op_arg_int(fn, &a[1], "dim", &dim) < 0) return -1;
     if ((w = core_wrap_dim(fn, dim, t->ndim)) < 0) return -1;
@@ -286,7 +286,7 @@ static int geom_expand(const op_val *a, geom *g) {
   const char *fn = "aten::expand";
   kiln_tensor *t = NULL;
   char d[160], s[160];
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0) return -1;
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || ints_arg(fn, &a[1], "size", KILN_MAX_DIMS) < 0) return -1;
   int n = a[1].ints.n;
   const int64_t *sz = a[1].ints.v;
   if (n < t->ndim)
@@ -361,7 +361,7 @@ static int geom_slice(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0, start = 0, end = 0, step = 1;
   geom in;
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
       (a[2].tag != OP_VAL_NONE && op_arg_int(fn, &a[2], "start", &start) < 0) ||
       (a[3].tag != OP_VAL_NONE && op_arg_int(fn, &a[3], "end", &end) < 0) ||
       op_arg_int(fn, &a[4], "step", &step) < 0)
@@ -377,7 +377,7 @@ static int narrow_args(const op_val *a, kiln_tensor **t, int *wdim, int64_t *wst
   const char *fn = "aten::narrow";
   int64_t dim = 0, start = 0;
   char d[160];
-  if (op_arg_tensor(fn, &a[0], \"self\", t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
       op_arg_int(fn, &a[2], "start", &start) < 0 || op_arg_int(fn, &a[3], "length", length) < 0)
     return -1;
   if ((*t)->ndim == 0)
@@ -440,7 +440,7 @@ static int geom_select(const op_val *a, geom *g) {
   kiln_tensor *t = NULL;
   int64_t dim = 0, index = 0;
   geom in;
-  if (op_arg_tensor(fn, &a[0], \"self\", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", &t) < 0 || op_arg_int(fn, &a[1], "dim", &dim) < 0 ||
       op_arg_int(fn, &a[2], "index", &index) < 0)
     return -1;
   geom_of(t, &in);
@@ -602,7 +602,7 @@ static int backward_window(const char *fn, const op_val *a, bool is_select, geom
   int64_t dim = 0, start = 0, end = 0, step = 1;
   geom full;
   char d[160], s[160], w[160];
-  if (op_arg_tensor(fn, &a[0], \"self\", &grad) < 0 || ints_arg(fn, &a[1], "input_sizes", KILN_MAX_DIMS) < 0 ||
+  if (op_arg_tensor(fn, &a[0], "self", &grad) < 0 || ints_arg(fn, &a[1], "input_sizes", KILN_MAX_DIMS) < 0 ||
       op_arg_int(fn, &a[2], "dim", &dim) < 0 || op_arg_int(fn, &a[3], is_select ? "index" : "start", &start) < 0)
     return -1;
   if (!is_select && (op_arg_int(fn, &a[4], "end", &end) < 0 || op_arg_int(fn, &a[5], "step", &step) < 0))
