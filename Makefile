@@ -41,11 +41,15 @@ $(BUILD)/%.o: %.c
 	@echo CC $<
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# Objects are linked directly (not through the archive) so that every op's
-# definition is seen (Note [Weak entries] in src/ops/table.c).
+# The archive holds ONE relocatable object (ld -r of all of kiln's), so a
+# program that links it gets every op the table points at, including ops it
+# never calls by name (an IR graph may): the table's entries are weak
+# references (Note [Weak entries] in src/ops/table.c), which would not pull
+# separate archive members in. kiln's own programs link the objects.
 $(BUILD)/libkiln.a: $(LIB_OBJ)
-	@rm -f $@
-	ar rcs $@ $^
+	@rm -f $@ $(BUILD)/kiln_all.o
+	ld -r -o $(BUILD)/kiln_all.o $^
+	ar rcs $@ $(BUILD)/kiln_all.o
 
 $(BUILD)/kiln: $(TOOL_OBJ) $(BENCH_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
