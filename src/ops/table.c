@@ -1,10 +1,12 @@
 /* src/ops/table.c: expands ops.def into op_table[], the single source of
  * truth for ops, and looks ops up by aten name.
  *
- * Note [Weak entries]: an op's functions are declared weak, so that an op
- * whose kernel is missing links with a NULL entry instead of failing the
- * build; the table test (tests/ops/test_table.c) fails for every such NULL,
- * so a missing function never goes unnoticed. */
+ * Note [Weak entries]: an op's functions are declared weak, so that the
+ * entries an op does not have (a grad for a non-differentiable op, a kernel
+ * for one that decomposes) are NULL rather than link errors; the table test
+ * (op_table_complete in tests/ops/test_gradcheck.c) fails for every function
+ * an op should have and lacks. Weak references do not pull members out of
+ * an archive, so libkiln.a holds one relocatable object (Makefile). */
 #include <string.h>
 
 #include "op.h"
