@@ -17,9 +17,9 @@
  * "contended": K in JSON). --no-guard turns this off.
  *
  * Threads: --threads N sets both kiln's OpenMP threads and OpenBLAS's
- * pool (the pthreads build keeps its own). Idle OpenMP threads sleep: with
- * OMP_WAIT_POLICY unset the driver re-executes itself with
- * OMP_WAIT_POLICY=PASSIVE (Note [Bench threads]). */
+ * pool (the pthreads build keeps its own; kiln's GEMMs set it to 1 and
+ * split products over OpenMP threads). How idle threads wait is left to
+ * the environment (Note [Bench threads]). */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -159,11 +159,11 @@ static int run_one(const bench_workload *w, const bench_opts *o) {
     for (int attempt = 0;; attempt++) {
       ticks a, b;
       bool have = o->guard && read_ticks(&a);
-      double t = w->run(iters);
+      double w0 = bench_now(), t = w->run(iters);
       if (t < 0) goto fail;
       n_timed++;
       r[k] = value_of(w, t, iters);
-      if (!have || !read_ticks(&b) || !contended(&a, &b, t)) break;
+      if (!have || !read_ticks(&b) || !contended(&a, &b, bench_now() - w0)) break;
       if (attempt == GUARD_RETRIES) {
         n_contended++;
         break;
@@ -172,8 +172,10 @@ static int run_one(const bench_workload *w, const bench_opts *o) {
     }
   }
   if (bench_verbose)
-    fprintf(stderr, "bench: %s: %d timed runs of %d iterations; lazy compiles: %lld uncached, "
-            "%lld cached\n", w->name, n_timed, iters, (long long)(kiln_lazy_counter("UncachedCompile") - unc0),
+    fprintf(stderr,
+            "bench: %s: %d timed runs of %d iterations; lazy compiles: %lld uncached, "
+            "%lld cached\n",
+            w->name, n_timed, iters, (long long)(kiln_lazy_counter("UncachedCompile") - unc0),
             (long long)(kiln_lazy_counter("CachedCompile") - cac0));
   if (w->teardown) w->teardown();
   qsort(r, (size_t)o->runs, sizeof *r, cmp_double);
@@ -229,42 +231,21 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   return 0;
 }
 
-/* Note [Bench threads]: kiln parallelises elementwise kernels with OpenMP
- * (libgomp) and leaves GEMM to OpenBLAS's own pthreads pool. By default
- * idle libgomp workers spin (OMP_WAIT_POLICY unset: ~300k spins before
- * sleeping) and OpenBLAS workers poll with sched_yield, so right after a
- * parallel elementwise op the spinning OpenMP worker takes the core an
- * OpenBLAS worker needs for the next GEMM. Measured here: the LSTM step
- * with 2 threads took 20x as long as with 1 thread when the machine was
- * busy. libgomp reads OMP_WAIT_POLICY once, when it is loaded, so when the
- * variable is unset the driver sets OMP_WAIT_POLICY=PASSIVE and re-executes
- * itself (/proc/self/exe with the same arguments); set the variable
- * yourself (e.g. OMP_WAIT_POLICY=ACTIVE) to measure something else.
- * scripts/bench_compare.py starts kiln and PyTorch with the same
- * environment. */
-static void reexec_passive(void) {
-  if (getenv("OMP_WAIT_POLICY") || getenv("KILN_BENCH_REEXEC")) return;
-  static char buf[1 << 16];
-  char *args[256];
-  int n_args = 0;
-  FILE *f = fopen("/proc/self/cmdline", "rb");
-  size_t len = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
-  if (f) fclose(f);
-  for (size_t i = 0; i < len && n_args < 255; i += strlen(buf + i) + 1) args[n_args++] = buf + i;
-  args[n_args] = NULL;
-  if (!len || len >= sizeof buf - 1 || n_args == 255) return;
-  setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
-  setenv("KILN_BENCH_REEXEC", "1", 1);
-  fflush(NULL);
-  execv("/proc/self/exe", args);
-  fprintf(stderr, "bench: cannot re-execute with OMP_WAIT_POLICY=PASSIVE; idle OpenMP threads "
-                  "will spin\n");
-  unsetenv("OMP_WAIT_POLICY");
-}
+/* Note [Bench threads]: kiln parallelises with OpenMP (libgomp); GEMM runs
+ * single-threaded OpenBLAS calls split across the OpenMP threads
+ * (src/ops/gemm.c), so there is one pool and idle workers may spin. The
+ * driver does not change how they wait: it reports OMP_WAIT_POLICY and
+ * friends as it found them. Measured on the 2-vCPU VM (MLP step / LSTM
+ * step at 2 threads): default spinning 1.13 / 32 ms, OMP_WAIT_POLICY=ACTIVE
+ * the same, GOMP_SPINCOUNT=20000 the same, OMP_WAIT_POLICY=PASSIVE 2.3 /
+ * 55 ms (every parallel region then wakes a sleeping worker through a
+ * futex). Before gemm.c, when GEMM used OpenBLAS's own pthreads pool beside
+ * OpenMP's, spinning workers of the two pools fought for the cores (the
+ * LSTM step took 2.2 s at 2 threads against 0.1 s at 1) and PASSIVE was
+ * needed, as it still is for PyTorch (scripts/bench_compare.py). */
 static void print_env(const bench_opts *o) {
   static const char *vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
-                               "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND",
-                               "KILN_BENCH_REEXEC"};
+                               "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND"};
   FILE *f = o->json ? stderr : stdout;
   fprintf(f, "kiln bench: %ld CPUs, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
           sysconf(_SC_NPROCESSORS_ONLN), omp_get_max_threads(), openblas_get_num_threads(),
@@ -282,7 +263,6 @@ int kiln_bench_main(int argc, char **argv) {
                                   bench_extra_workloads};
   bench_opts o;
   if (parse_args(argc, argv, &o) < 0) return usage();
-  if (!o.list) reexec_passive();
   if (o.threads > 0) {
     omp_set_num_threads(o.threads);
     openblas_set_num_threads(o.threads);

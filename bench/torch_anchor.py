@@ -98,10 +98,12 @@ def run_one(w, opts):
     for _ in range(opts.runs):
         for attempt in range(4):
             a = read_ticks() if opts.guard else None
+            w0 = time.perf_counter()
             t = run(iters)
+            wall = time.perf_counter() - w0
             v = w.value(t, iters)
             b = read_ticks() if a else None
-            if not a or not b or not contended(a, b, t):
+            if not a or not b or not contended(a, b, wall):
                 break
             if attempt == 3:
                 n_contended += 1
@@ -524,10 +526,11 @@ def main():
     env = " ".join("%s=%s" % (k, os.environ[k]) for k in (
         "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
         "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND") if k in os.environ) or "(none set)"
+    cap = [ln.split(":")[-1].strip() for ln in torch.__config__.show().splitlines()
+           if "CPU capability" in ln]
     print("torch_anchor: torch %s, %d CPUs, intra-op threads %d, OpenBLAS threads %d, "
           "ATen %s | env %s" % (torch.__version__, NCPU, torch.get_num_threads(),
-                                openblas_threads(), torch.backends.cpu.get_cpu_capability()
-                                if hasattr(torch.backends, "cpu") else "?", env),
+                                openblas_threads(), cap[0] if cap else "?", env),
           file=sys.stderr if opts.json else sys.stdout)
     if not opts.json:
         print("%-34s %-8s %10s %10s %10s %5s" % ("name", "unit", "median", "min", "max", "runs"))

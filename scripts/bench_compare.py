@@ -4,23 +4,30 @@
 
     /usr/bin/python3 scripts/bench_compare.py [--kiln build/bench_kiln]
         [--threads "1 2"] [--filter SUBSTR] [--runs N] [--min-time S]
-        [--wait-policy passive|active|unset] [--no-torch] [--save FILE.json]
+        [--kiln-wait-policy unset|passive|active] [--torch-wait-policy ...]
+        [--no-torch] [--same-process] [--save FILE.json]
 
-For each thread count N it runs, each in a fresh process and with the same
-environment, `bench_kiln --json --threads N` and `/usr/bin/python3
-bench/torch_anchor.py --json --threads N`, then prints one table per thread
+For each thread count N it runs every workload of `bench_kiln --json
+--threads N` and of `/usr/bin/python3 bench/torch_anchor.py --json --threads
+N`, each workload in a fresh process (--same-process: one process per
+program and thread count), then prints one table per thread
 count (kiln, torch, and kiln's time relative to torch's: below 1 means kiln
 is faster; rates such as GB/s are inverted so that the column always reads
 as time), the issue's targets with PASS/FAIL, and, with several thread
 counts, kiln's scaling from the first to the last.
 
-Environment of both processes (Note [Bench threads] in bench/bench_main.c):
-OMP_NUM_THREADS=N and OPENBLAS_NUM_THREADS=N, plus OMP_WAIT_POLICY=PASSIVE
-unless --wait-policy says otherwise, so that idle OpenMP workers sleep
-instead of spinning against the OpenBLAS pool (PyTorch at 2 threads is 3-5x
-slower with spinning workers). Both programs also set the thread counts
-through their APIs (omp_set_num_threads / torch.set_num_threads and
-openblas_set_num_threads).
+Environment (Note [Bench threads] in bench/bench_main.c): both processes
+get OMP_NUM_THREADS=N and OPENBLAS_NUM_THREADS=N and also set the counts
+through their APIs (omp_set_num_threads / torch.set_num_threads, and
+openblas_set_num_threads). How idle OpenMP workers wait is each one's best
+known setting, changeable with --kiln-wait-policy / --torch-wait-policy:
+- kiln: the environment as given (default "unset"): kiln keeps OpenBLAS
+  single-threaded and splits GEMMs over its one OpenMP pool, so spinning
+  workers fight no one; OMP_WAIT_POLICY=PASSIVE would make the MLP step 2x
+  slower (a futex wake-up per parallel region).
+- torch: OMP_WAIT_POLICY=PASSIVE (default "passive"): PyTorch runs
+  OpenBLAS's pthreads pool beside its OpenMP pool, and with spinning
+  workers it is 3-5x slower at 2 threads than at 1 (pytorch-perf.md).
 """
 import argparse
 import json
@@ -58,6 +65,17 @@ def run_json(cmd, env, label):
     if rc:
         print("bench_compare: %s exited with status %d" % (label, rc), file=sys.stderr)
     return out
+
+
+def list_workloads(cmd, filt):
+    """The workload names `cmd --list` prints, selected as the tools' --filter
+    does: the one of exactly that name if there is one, else every name
+    containing it."""
+    names = subprocess.run(cmd + ["--list"], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                           check=True).stdout.split()
+    if filt and filt in names:
+        return [filt]
+    return [n for n in names if not filt or filt in n]
 
 
 def is_rate(unit):
@@ -193,31 +211,51 @@ def main():
     ap.add_argument("--filter")
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--min-time", type=float, default=0.2)
-    ap.add_argument("--wait-policy", default="passive", choices=("passive", "active", "unset"))
+    ap.add_argument("--kiln-wait-policy", default="unset", choices=("passive", "active", "unset"))
+    ap.add_argument("--torch-wait-policy", default="passive",
+                    choices=("passive", "active", "unset"))
     ap.add_argument("--no-torch", action="store_true")
+    ap.add_argument("--same-process", action="store_true",
+                    help="run all workloads of one program in one process (faster, but "
+                         "earlier workloads then change later ones: torch's lazy MLP step "
+                         "goes from 4 to 12 ms after the other lazy workloads)")
     ap.add_argument("--save", help="write every result as JSON to this file")
     opts = ap.parse_args()
     counts = [int(x) for x in opts.threads.replace(",", " ").split()]
     if not counts or min(counts) < 1:
         ap.error("--threads wants positive thread counts")
     common = ["--runs", str(opts.runs), "--min-time", str(opts.min_time)]
-    if opts.filter:
-        common += ["--filter", opts.filter]
+    kiln_cmd = [opts.kiln, "--json"]
+    torch_cmd = [PYTHON, os.path.join("bench", "torch_anchor.py"), "--json"]
+
+    def env_for(n, policy):
+        env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
+        if policy != "unset":
+            env["OMP_WAIT_POLICY"] = policy.upper()
+        return env
+
+    def measure(cmd, n, policy, label):
+        """Every selected workload of cmd at n threads, each in a fresh
+        process unless --same-process."""
+        env = env_for(n, policy)
+        base = cmd + ["--threads", str(n)] + common
+        if opts.same_process:
+            return run_json(base + (["--filter", opts.filter] if opts.filter else []), env, label)
+        names = list_workloads(cmd, opts.filter)
+        out = {}
+        for name in names:
+            out.update(run_json(base + ["--filter", name], env, label))
+        return out
+
     results = {}
     for n in counts:
-        env = dict(os.environ, OMP_NUM_THREADS=str(n), OPENBLAS_NUM_THREADS=str(n))
-        if opts.wait_policy == "unset":
-            env.pop("OMP_WAIT_POLICY", None)
-        else:
-            env["OMP_WAIT_POLICY"] = opts.wait_policy.upper()
-        kiln = run_json([opts.kiln, "--json", "--threads", str(n)] + common, env, "kiln")
+        kiln = measure(kiln_cmd, n, opts.kiln_wait_policy, "kiln")
         torch = {}
         if not opts.no_torch:
-            torch = run_json([PYTHON, os.path.join("bench", "torch_anchor.py"), "--json",
-                              "--threads", str(n)] + common, env, "torch")
+            torch = measure(torch_cmd, n, opts.torch_wait_policy, "torch")
         results[n] = {"kiln": kiln, "torch": torch}
-    print("# kiln vs PyTorch 1.13 (%s; OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = threads, "
-          "OMP_WAIT_POLICY %s)" % (os.uname().machine, opts.wait_policy))
+    print("# kiln vs PyTorch 1.13 (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = threads; "
+          "OMP_WAIT_POLICY: kiln %s, torch %s)" % (opts.kiln_wait_policy, opts.torch_wait_policy))
     for n in counts:
         table(results[n]["kiln"], results[n]["torch"], n)
         print_targets(results[n]["kiln"], results[n]["torch"], n)
