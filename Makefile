@@ -78,10 +78,10 @@ bench-compare: $(BUILD)/bench_kiln
 	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER))
 
 # The main job: train the Fashion-MNIST MLP for 2 epochs in the fastest mode
-# (jit), saving a checkpoint and a plot of the curves.
+# (lazy), saving a checkpoint and a plot of the curves.
 run: deps
 	$(MAKE) all
-	./$(BUILD)/kiln train --model mlp --mode jit --epochs 2 \
+	./$(BUILD)/kiln train --model mlp --mode lazy --epochs 2 \
 	    --save kiln-mlp.safetensors --plot kiln-mlp.svg
 
 deps:
