@@ -283,6 +283,23 @@ fail:
 
 /* ---- running ------------------------------------------------------------------------ */
 
+/* Note [Scratch]: tile buffers are per-thread scratch kept between calls
+ * (grown, never shrunk): a group called once per time step would otherwise
+ * map and unmap a few hundred KB every call. */
+static _Thread_local char *scratch_mem[2];
+static _Thread_local size_t scratch_cap[2];
+
+static char *scratch(int which, size_t n) {
+  if (n > scratch_cap[which]) {
+    char *p = core_alloc_aligned(n);
+    if (!p) return NULL;
+    core_free_aligned(scratch_mem[which]);
+    scratch_mem[which] = p;
+    scratch_cap[which] = n;
+  }
+  return scratch_mem[which];
+}
+
 /* Note [Streaming stores]: a group's outputs are computed into a tile
  * buffer and then copied out; when they are bigger than the caches, the
  * copy uses non-temporal stores, which skip the read-for-ownership of
@@ -382,7 +399,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
    * are spread over a tile once per run, in each consuming step's compute
    * dtype, and shared read-only by every tile: per tile they cost nothing. */
   int64_t fill = numel < EW_TILE ? numel : EW_TILE;
-  char *pre_mem = core_alloc_aligned(slot * (size_t)(n_steps * EW_MAX_OPERANDS) + 64);
+  char *pre_mem = scratch(0, slot * (size_t)(n_steps * EW_MAX_OPERANDS) + 64);
   const void *pre[FUSION_MAX_STEPS][EW_MAX_OPERANDS];
   if (!pre_mem) {
     rc = KILN_ERR_NOMEM;
@@ -413,7 +430,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   }
 #pragma omp parallel if (numel >= OP_PARALLEL_MIN)
   {
-    char *mem = core_alloc_aligned(slot * (size_t)n_bufs);
+    char *mem = scratch(1, slot * (size_t)n_bufs);
     if (!mem) {
 #pragma omp atomic write
       failed = 1;
@@ -475,10 +492,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
                    stepbuf + slot * (size_t)f->out_step[o], (size_t)n * es, stream);
       }
     }
-    core_free_aligned(mem);
     store_fence();
   }
-  core_free_aligned(pre_mem);
   if (failed) {
     rc = core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers");
     goto done;
