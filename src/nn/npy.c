@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "nn.h"
 #include "npy.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -588,37 +589,28 @@ size_t nn_npy_format_header(const kiln_tensor *t, char *buf, size_t cap) {
   return total;
 }
 
-static int write_all(int fd, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return w < 0 ? errno : EIO;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Writes t's elements in C order; returns 0 or an errno value. */
-static int write_data(int fd, const kiln_tensor *t) {
-  size_t es = kiln_dtype_size(t->dtype);
+/* Writes the header and t's elements in C order through w. */
+static int write_npy(nn_writer *w, void *ud) {
+  const kiln_tensor *t = ud;
+  char hdr[512];
+  size_t hn = nn_npy_format_header(t, hdr, sizeof hdr), es = kiln_dtype_size(t->dtype);
+  KILN_ASSERT(hn > 0);
+  int rc = nn_write(w, hdr, hn);
   int64_t n = kiln_tensor_numel(t);
-  if (n == 0) return 0;
-  if (core_is_contiguous(t)) return write_all(fd, core_data(t), (size_t)n * es);
+  if (rc < 0 || n == 0) return rc;
+  if (core_is_contiguous(t)) return nn_write(w, core_data(t), (size_t)n * es);
   /* Strided (transposed, sliced, expanded): gather into a chunk. */
   enum { CHUNK = 1 << 16 };
   char *chunk = core_alloc(CHUNK);
-  if (!chunk) return ENOMEM;
+  if (!chunk) return KILN_ERR_NOMEM;
   const char *base = core_data(t);
   int64_t idx[KILN_MAX_DIMS] = {0}, off = 0;
   size_t used = 0;
-  int rc = 0;
   for (int64_t i = 0; i < n && rc == 0; i++) {
     memcpy(chunk + used, base + off * (int64_t)es, es);
     used += es;
     if (used + es > CHUNK) {
-      rc = write_all(fd, chunk, used);
+      rc = nn_write(w, chunk, used);
       used = 0;
     }
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -628,26 +620,16 @@ static int write_data(int fd, const kiln_tensor *t) {
       idx[d] = 0;
     }
   }
-  if (rc == 0 && used) rc = write_all(fd, chunk, used);
+  if (rc == 0 && used) rc = nn_write(w, chunk, used);
   core_free(chunk);
   return rc;
 }
 
-/* Makes the rename durable: fsync the directory holding path (best effort;
- * some file systems refuse it). */
-static void sync_dir(const char *path) {
-  char dir[4096];
-  const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(dir, sizeof dir, ".");
-  else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  (void)fsync(fd);
-  close(fd);
+/* Note [Atomic save] (fileio.c): the file at path is either the old one or
+ * the whole new one. */
+static int save_cpu(const char *path, const kiln_tensor *t) {
+  return nn_atomic_write(path, "npy_save", write_npy, (void *)t);
 }
-
-static int save_cpu(const char *path, const kiln_tensor *t);
 
 kiln_status kiln_npy_save(const char *path, const kiln_tensor *t) {
   char desc[200];
@@ -674,59 +656,3 @@ kiln_status kiln_npy_save(const char *path, const kiln_tensor *t) {
   return save_cpu(path, t);
 }
 
-static int save_cpu(const char *path, const kiln_tensor *t) {
-  static unsigned tmp_counter;
-  char hdr[512];
-  char *tmp = NULL;
-  int fd = -1, err, rc;
-  size_t hn = nn_npy_format_header(t, hdr, sizeof hdr);
-  KILN_ASSERT(hn > 0);
-  size_t tn = strlen(path) + 48;
-  tmp = core_alloc(tn);
-  if (!tmp) return KILN_ERR_NOMEM;
-  /* A unique name beside the target (same file system, so rename is
-   * atomic); O_EXCL never reuses someone else's file. */
-  for (int attempt = 0; attempt < 100; attempt++) {
-    unsigned c = __atomic_fetch_add(&tmp_counter, 1, __ATOMIC_RELAXED);
-    snprintf(tmp, tn, "%s.tmp-%ld-%u", path, (long)getpid(), c);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0 || errno != EEXIST) break;
-  }
-  if (fd < 0) {
-    rc = core_error(KILN_ERR_IO, "npy_save: '%s': cannot create a temporary file beside it: %s",
-                    path, strerror(errno));
-    core_free(tmp);
-    return rc;
-  }
-  if ((err = write_all(fd, hdr, hn)) != 0 || (err = write_data(fd, t)) != 0) {
-    rc = core_error(err == ENOMEM ? KILN_ERR_NOMEM : KILN_ERR_IO,
-                    "npy_save: '%s': write failed: %s (the file was not changed)", path,
-                    strerror(err));
-    goto fail;
-  }
-  if (fsync(fd) != 0) {
-    rc = core_error(KILN_ERR_IO, "npy_save: '%s': fsync failed: %s (the file was not changed)",
-                    path, strerror(errno));
-    goto fail;
-  }
-  err = close(fd);
-  fd = -1;
-  if (err != 0) {
-    rc = core_error(KILN_ERR_IO, "npy_save: '%s': close failed: %s (the file was not changed)",
-                    path, strerror(errno));
-    goto fail;
-  }
-  if (rename(tmp, path) != 0) {
-    rc = core_error(KILN_ERR_IO, "npy_save: '%s': cannot rename the temporary file to it: %s",
-                    path, strerror(errno));
-    goto fail;
-  }
-  sync_dir(path);
-  core_free(tmp);
-  return KILN_OK;
-fail:
-  if (fd >= 0) close(fd);
-  unlink(tmp);
-  core_free(tmp);
-  return rc;
-}
