@@ -1,5 +1,6 @@
 /* tests/ops/sample.c: the sample registry and sample tensor makers. */
 #include "sample.h"
+#include "test.h"
 
 #include <stdlib.h>
 
@@ -43,4 +44,25 @@ kiln_tensor *sample_index(kiln_generator *g, int ndim, const int64_t *shape, int
   int64_t *d = kiln_tensor_data(t);
   for (int64_t i = 0; i < n; i++) d[i] = (int64_t)(core_rand_u64(g) % (uint64_t)hi);
   return t;
+}
+
+void sample_check_vals(const char *what, kiln_tensor *t, const double *want, int64_t n,
+                       double tol) {
+  if (!t) {
+    test_fail(__FILE__, __LINE__, "%s: NULL (%s)", what, kiln_last_error());
+    return;
+  }
+  if (kiln_tensor_numel(t) != n) {
+    test_fail(__FILE__, __LINE__, "%s: numel %lld, want %lld", what,
+              (long long)kiln_tensor_numel(t), (long long)n);
+    return;
+  }
+  for (int64_t i = 0; i < n; i++) {
+    double v = core_get_flat(t, i);
+    if (!(fabs(v - want[i]) <= tol * (1 + fabs(want[i]))) && !(isnan(v) && isnan(want[i]))) {
+      test_fail(__FILE__, __LINE__, "%s: element %lld: %.12g, want %.12g", what, (long long)i, v,
+                want[i]);
+      return;
+    }
+  }
 }

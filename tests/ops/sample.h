@@ -60,4 +60,9 @@ kiln_tensor *sample_transposed(kiln_generator *g, const int64_t shape[2]);
 /* int64 tensor with values uniform in [0, hi). */
 kiln_tensor *sample_index(kiln_generator *g, int ndim, const int64_t *shape, int64_t hi);
 
+/* Checks t against want (n values, relative tolerance tol, NaN equal to
+ * NaN); failures name `what` and the element. */
+void sample_check_vals(const char *what, kiln_tensor *t, const double *want, int64_t n,
+                       double tol);
+
 #endif

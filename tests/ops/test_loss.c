@@ -86,27 +86,6 @@ OP_SAMPLE(MSE_LOSS, sum) {
   s->n_args = 3;
 }
 
-static void check_vals(const char *what, kiln_tensor *t, const double *want, int64_t n,
-                       double tol) {
-  if (!t) {
-    test_fail(__FILE__, __LINE__, "%s: NULL (%s)", what, kiln_last_error());
-    return;
-  }
-  if (kiln_tensor_numel(t) != n) {
-    test_fail(__FILE__, __LINE__, "%s: numel %lld, want %lld", what,
-              (long long)kiln_tensor_numel(t), (long long)n);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    double v = core_get_flat(t, i);
-    if (!(fabs(v - want[i]) <= tol * (1 + fabs(want[i]))) && !(isnan(v) && isnan(want[i]))) {
-      test_fail(__FILE__, __LINE__, "%s: element %lld: %.12g, want %.12g", what,
-                (long long)i, v, want[i]);
-      return;
-    }
-  }
-}
-
 static kiln_tensor *run_loss(const golden_loss_case *k, kiln_tensor *x, kiln_tensor *t) {
   op_val args[6];
   switch (k->kind) {
@@ -133,12 +112,12 @@ TEST(loss_golden) {
     if (k->kind != 2) t = kiln_to_dtype(t, KILN_DTYPE_I64);
     kiln_set_requires_grad(x, true);
     kiln_tensor *y = run_loss(k, x, t);
-    check_vals(k->name, y, k->y, k->n_y, 1e-12);
+    sample_check_vals(k->name, y, k->y, k->n_y, 1e-12);
     if (!y) continue;
     kiln_tensor *gy = kiln_from_data(k->g, y->ndim, y->shape, KILN_DTYPE_F64);
     kiln_tensor *gx = NULL;
     CHECK(kiln_grad(&y, &gy, 1, &x, 1, NULL, &gx) == KILN_OK);
-    check_vals(k->name, gx, k->gx, kiln_tensor_numel(x), 1e-12);
+    sample_check_vals(k->name, gx, k->gx, kiln_tensor_numel(x), 1e-12);
   }
   kiln_scope_end();
 }
@@ -150,31 +129,31 @@ TEST(loss_values_by_hand) {
   kiln_tensor *x = kiln_from_data(lp, 2, (int64_t[]){2, 3}, KILN_DTYPE_F32);
   kiln_tensor *t = kiln_from_data((int64_t[]){2, -100}, 1, (int64_t[]){2}, KILN_DTYPE_I64);
   double m3[1] = {3}, none[2] = {3, 0};
-  check_vals("nll mean ignore", kiln_nll_loss(x, t, KILN_REDUCTION_MEAN), m3, 1, 0);
-  check_vals("nll none ignore", kiln_nll_loss(x, t, KILN_REDUCTION_NONE), none, 2, 0);
+  sample_check_vals("nll mean ignore", kiln_nll_loss(x, t, KILN_REDUCTION_MEAN), m3, 1, 0);
+  sample_check_vals("nll none ignore", kiln_nll_loss(x, t, KILN_REDUCTION_NONE), none, 2, 0);
   kiln_tensor *t2 = kiln_from_data((int64_t[]){0, 1}, 1, (int64_t[]){2}, KILN_DTYPE_I64);
   double s6[1] = {6}, m35[1] = {3};
-  check_vals("nll sum", kiln_nll_loss(x, t2, KILN_REDUCTION_SUM), s6, 1, 0);
-  check_vals("nll mean", kiln_nll_loss(x, t2, KILN_REDUCTION_MEAN), m35, 1, 0);
+  sample_check_vals("nll sum", kiln_nll_loss(x, t2, KILN_REDUCTION_SUM), s6, 1, 0);
+  sample_check_vals("nll mean", kiln_nll_loss(x, t2, KILN_REDUCTION_MEAN), m35, 1, 0);
   kiln_tensor *l = kiln_nll_loss(x, t2, KILN_REDUCTION_MEAN);
   CHECK(l && kiln_tensor_dtype(l) == KILN_DTYPE_F32 && kiln_tensor_ndim(l) == 0);
   /* all targets ignored: mean is NaN (0/0), as in PyTorch */
   kiln_tensor *tall = kiln_full(1, (int64_t[]){2}, -100, KILN_DTYPE_I64);
   double nan1[1] = {NAN};
-  check_vals("nll all ignored", kiln_nll_loss(x, tall, KILN_REDUCTION_MEAN), nan1, 1, 0);
+  sample_check_vals("nll all ignored", kiln_nll_loss(x, tall, KILN_REDUCTION_MEAN), nan1, 1, 0);
   /* cross entropy of uniform logits is log(C) */
   kiln_tensor *u = kiln_zeros(2, (int64_t[]){5, 7}, KILN_DTYPE_F32);
   kiln_tensor *tu = kiln_from_data((int64_t[]){0, 6, 3, 2, 1}, 1, (int64_t[]){5}, KILN_DTYPE_I64);
   double l7[1] = {log(7.0)};
-  check_vals("ce uniform", kiln_cross_entropy(u, tu, KILN_REDUCTION_MEAN), l7, 1, 1e-6);
+  sample_check_vals("ce uniform", kiln_cross_entropy(u, tu, KILN_REDUCTION_MEAN), l7, 1, 1e-6);
   /* mse */
   double a[3] = {1, 2, 3}, b[3] = {1, 0, 6};
   kiln_tensor *ta = kiln_from_data(a, 1, (int64_t[]){3}, KILN_DTYPE_F64);
   kiln_tensor *tb = kiln_from_data(b, 1, (int64_t[]){3}, KILN_DTYPE_F64);
   double mse_m[1] = {13.0 / 3}, mse_s[1] = {13}, mse_n[3] = {0, 4, 9};
-  check_vals("mse mean", kiln_mse_loss(ta, tb, KILN_REDUCTION_MEAN), mse_m, 1, 1e-15);
-  check_vals("mse sum", kiln_mse_loss(ta, tb, KILN_REDUCTION_SUM), mse_s, 1, 0);
-  check_vals("mse none", kiln_mse_loss(ta, tb, KILN_REDUCTION_NONE), mse_n, 3, 0);
+  sample_check_vals("mse mean", kiln_mse_loss(ta, tb, KILN_REDUCTION_MEAN), mse_m, 1, 1e-15);
+  sample_check_vals("mse sum", kiln_mse_loss(ta, tb, KILN_REDUCTION_SUM), mse_s, 1, 0);
+  sample_check_vals("mse none", kiln_mse_loss(ta, tb, KILN_REDUCTION_NONE), mse_n, 3, 0);
   kiln_scope_end();
 }
 

@@ -44,27 +44,6 @@ OP_SAMPLE(LOG_SOFTMAX, transposed) {
   s->n_args = 3;
 }
 
-static void check_vals(const char *what, kiln_tensor *t, const double *want, int64_t n,
-                       double tol) {
-  if (!t) {
-    test_fail(__FILE__, __LINE__, "%s: NULL (%s)", what, kiln_last_error());
-    return;
-  }
-  if (kiln_tensor_numel(t) != n) {
-    test_fail(__FILE__, __LINE__, "%s: numel %lld, want %lld", what,
-              (long long)kiln_tensor_numel(t), (long long)n);
-    return;
-  }
-  for (int64_t i = 0; i < n; i++) {
-    double v = core_get_flat(t, i);
-    if (!(fabs(v - want[i]) <= tol * (1 + fabs(want[i])))) {
-      test_fail(__FILE__, __LINE__, "%s: element %lld: %.12g, want %.12g", what,
-                (long long)i, v, want[i]);
-      return;
-    }
-  }
-}
-
 TEST(softmax_golden) {
   kiln_scope_begin();
   for (int c = 0; c < GOLDEN_SOFTMAX_N; c++) {
@@ -73,17 +52,17 @@ TEST(softmax_golden) {
     kiln_set_requires_grad(x, true);
     kiln_tensor *xt = k->transpose ? kiln_transpose(x, 0, k->ndim - 1) : x;
     kiln_tensor *y = k->log ? kiln_log_softmax(xt, k->dim) : kiln_softmax(xt, k->dim);
-    check_vals(k->name, y, k->y, k->numel, 1e-12);
+    sample_check_vals(k->name, y, k->y, k->numel, 1e-12);
     if (!y) continue;
     kiln_tensor *gy = kiln_from_data(k->g, y->ndim, y->shape, KILN_DTYPE_F64);
     kiln_tensor *gx = NULL;
     CHECK(kiln_grad(&y, &gy, 1, &x, 1, NULL, &gx) == KILN_OK);
-    check_vals(k->name, gx, k->gx, k->numel, 1e-12);
+    sample_check_vals(k->name, gx, k->gx, k->numel, 1e-12);
     /* float32 agrees to float precision */
     kiln_tensor *y32 = k->log ? kiln_log_softmax(kiln_to_dtype(xt, KILN_DTYPE_F32), k->dim)
                               : kiln_softmax(kiln_to_dtype(xt, KILN_DTYPE_F32), k->dim);
     CHECK(y32 && kiln_tensor_dtype(y32) == KILN_DTYPE_F32);
-    check_vals(k->name, y32, k->y, k->numel, 1e-5);
+    sample_check_vals(k->name, y32, k->y, k->numel, 1e-5);
   }
   kiln_scope_end();
 }
@@ -96,7 +75,7 @@ TEST(softmax_stable_and_sums_to_one) {
   /* softmax([0, 1, 2]) */
   double e0 = exp(-2.0), e1 = exp(-1.0), z = e0 + e1 + 1;
   double want[6] = {e0 / z, e1 / z, 1 / z, 1 / (1 + exp(-1.0)), exp(-1.0) / (1 + exp(-1.0)), 0};
-  check_vals("softmax large", y, want, 6, 1e-6);
+  sample_check_vals("softmax large", y, want, 6, 1e-6);
   kiln_tensor *ly = kiln_log_softmax(x, 1);
   double lwant[5] = {-2 - log(z), -1 - log(z), -log(z), -log(1 + exp(-1.0)),
                      -1 - log(1 + exp(-1.0))};
@@ -126,8 +105,8 @@ TEST(softmax_stable_and_sums_to_one) {
   /* 0-d input: softmax 1, log_softmax 0 */
   kiln_tensor *sc = kiln_scalar(3, KILN_DTYPE_F64);
   double one[1] = {1}, zero[1] = {0};
-  check_vals("softmax 0-d", kiln_softmax(sc, 0), one, 1, 0);
-  check_vals("log_softmax 0-d", kiln_log_softmax(sc, -1), zero, 1, 0);
+  sample_check_vals("softmax 0-d", kiln_softmax(sc, 0), one, 1, 0);
+  sample_check_vals("log_softmax 0-d", kiln_log_softmax(sc, -1), zero, 1, 0);
   kiln_scope_end();
 }
 
@@ -142,7 +121,7 @@ TEST(softmax_dtype_and_errors) {
   CHECK(y && kiln_tensor_dtype(y) == KILN_DTYPE_F64);
   double z = 1 + exp(1.0) + exp(2.0) + exp(3.0);
   double want[4] = {1 / z, exp(1.0) / z, exp(2.0) / z, exp(3.0) / z};
-  check_vals("softmax dtype", y, want, 4, 1e-15);
+  sample_check_vals("softmax dtype", y, want, 4, 1e-15);
   kiln_tensor *x = kiln_zeros(2, S34, KILN_DTYPE_F32);
   CHECK(kiln_log_softmax(x, 2) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "aten::log_softmax: dim 2 out of range");
@@ -157,6 +136,6 @@ TEST(softmax_dtype_and_errors) {
   kiln_tensor *gx = kiln_tensor_grad(xf);
   CHECK(gx && kiln_tensor_dtype(gx) == KILN_DTYPE_F32);
   double gz[12] = {0};
-  check_vals("log_softmax grad of sum", gx, gz, 12, 1e-6);
+  sample_check_vals("log_softmax grad of sum", gx, gz, 12, 1e-6);
   kiln_scope_end();
 }
