@@ -16,6 +16,10 @@ void test_fail(const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Prints a note that is shown with the test's result (e.g. coverage counts). */
 void test_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The whole file at `path` as a malloc'd, NUL-terminated buffer the caller
+ * frees; its length (without the NUL) in *len if len is not NULL (0 on failure). NULL if
+ * the file cannot be opened or read, or memory runs out. */
+char *test_read_file(const char *path, size_t *len);
 
 #define TEST(name)                                                           \
   static void test_##name(void);                                             \

@@ -71,3 +71,22 @@ int main(int argc, char **argv) {
   printf("%d passed, %d failed\n", passed, failed);
   return failed || passed == 0 ? 1 : 0;
 }
+
+char *test_read_file(const char *path, size_t *len) {
+  if (len) *len = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *s = NULL;
+  long n = -1;
+  if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+  if (n >= 0 && fseek(f, 0, SEEK_SET) == 0) s = malloc((size_t)n + 1);
+  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+    free(s);
+    s = NULL;
+  }
+  fclose(f);
+  if (!s) return NULL;
+  s[n] = 0;
+  if (len) *len = (size_t)n;
+  return s;
+}

@@ -12,24 +12,6 @@
 
 #define CORPUS "tests/data/ir/"
 
-/* The whole file as a malloc'd string (NULL if unreadable). */
-static char *read_text(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  fclose(f);
-  if (s) s[n] = 0;
-  *len = (size_t)n;
-  return s;
-}
-
 static int cmp_str(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -71,7 +53,7 @@ TEST(ir_corpus_round_trip) {
     char path[256];
     size_t len;
     snprintf(path, sizeof path, CORPUS "%.63s.ir", names[i]);
-    char *text = read_text(path, &len);
+    char *text = test_read_file(path, &len);
     if (!text) {
       CHECK_MSG(0, "cannot read %s", path);
       continue;
@@ -138,7 +120,7 @@ TEST(ir_corpus_kinds) {
     char path[256];
     size_t len;
     snprintf(path, sizeof path, CORPUS "%.63s.ir", names[i]);
-    char *text = read_text(path, &len);
+    char *text = test_read_file(path, &len);
     ir_graph *g = text ? ir_graph_parse(text, len) : NULL;
     if (!g) {
       free(text);
@@ -196,7 +178,7 @@ TEST(ir_parse_truncated_everywhere) {
     char path[256];
     size_t len;
     snprintf(path, sizeof path, CORPUS "%s.ir", graphs[gi]);
-    char *text = read_text(path, &len);
+    char *text = test_read_file(path, &len);
     if (!text) {
       CHECK_MSG(0, "cannot read %s", path);
       continue;
@@ -228,7 +210,7 @@ TEST(ir_parse_corrupted_everywhere) {
    * happens, no crash; a graph that still parses must verify. */
   static const char subst[] = {'(', ')', '%', '"', '#', '\0', ':', '[', '-', '9', '.', ',', 'x'};
   size_t len;
-  char *text = read_text(CORPUS "loop_with_if.ir", &len);
+  char *text = test_read_file(CORPUS "loop_with_if.ir", &len);
   if (!text) {
     CHECK_MSG(0, "cannot read loop_with_if.ir");
     return;
@@ -266,7 +248,7 @@ TEST(ir_parse_corrupted_everywhere) {
 TEST(ir_parse_out_of_memory) {
   /* Every allocation of a parse fails in turn: a clean NOMEM each time. */
   size_t len;
-  char *text = read_text(CORPUS "cross_entropy.ir", &len);
+  char *text = test_read_file(CORPUS "cross_entropy.ir", &len);
   if (!text) {
     CHECK_MSG(0, "cannot read cross_entropy.ir");
     return;

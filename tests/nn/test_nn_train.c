@@ -301,22 +301,6 @@ static bool xml_well_formed(const char *s, char *err, size_t cap) {
   return true;
 }
 
-static char *read_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  if (s) s[n] = 0;
-  fclose(f);
-  return s;
-}
-
 /* Number of "x,y" pairs in the points attribute of the element whose class
  * attribute is cls; -1 if there is none. */
 static int count_points(const char *svg, const char *cls) {
@@ -364,7 +348,7 @@ TEST(nn_train_plot_and_metrics) {
   o.model = "mlp";
   kiln_nn_train_result r;
   CHECK_MSG(kiln_nn_train(&o, &r) == KILN_OK, "%s", kiln_last_error());
-  char *text = read_text(svg), err[128] = "";
+  char *text = test_read_file(svg, NULL), err[128] = "";
   CHECK(text != NULL);
   if (text) {
     CHECK_MSG(xml_well_formed(text, err, sizeof err), "plot: %s", err);

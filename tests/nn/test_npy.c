@@ -17,24 +17,6 @@
 
 /* ---- helpers --------------------------------------------------------------- */
 
-static char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  char *buf = NULL;
-  *n = 0;
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  buf = malloc(len > 0 ? (size_t)len : 1);
-  if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-    free(buf);
-    buf = NULL;
-  }
-  fclose(f);
-  if (buf) *n = (size_t)len;
-  return buf;
-}
-
 static void write_bytes(const char *path, const void *buf, size_t n) {
   FILE *f = fopen(path, "wb");
   if (!f) return;
@@ -154,7 +136,7 @@ TEST(npy_save_non_contiguous_in_c_order) {
   kiln_tensor *tr = core_autorelease(core_tensor_view(base->storage, KILN_DTYPE_F32, 2, vs, vst, 0));
   CHECK(!kiln_tensor_is_contiguous(tr));
   CHECK(kiln_npy_save(path, tr) == KILN_OK);
-  char *ref = read_all(DATA "f4_3x4.npy", &n_ref), *out = read_all(path, &n_out);
+  char *ref = test_read_file(DATA "f4_3x4.npy", &n_ref), *out = test_read_file(path, &n_out);
   CHECK_MSG(ref && out && n_ref == n_out && memcmp(ref, out, n_ref) == 0,
             "transposed save differs from numpy's f4_3x4.npy (%zu vs %zu bytes)", n_out,
             n_ref);
@@ -269,11 +251,11 @@ TEST(npy_writes_what_numpy_writes) {
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
     size_t n_ref = 0, n_out = 0;
     snprintf(src, sizeof src, DATA "%s", names[k]);
-    char *ref = read_all(src, &n_ref);
+    char *ref = test_read_file(src, &n_ref);
     kiln_tensor *t = kiln_npy_load_buffer(ref, n_ref, names[k]);
     CHECK_MSG(t != NULL, "%s: %s", names[k], kiln_last_error());
     if (t) CHECK(kiln_npy_save(path, t) == KILN_OK);
-    char *out = read_all(path, &n_out);
+    char *out = test_read_file(path, &n_out);
     CHECK_MSG(ref && out && n_ref == n_out && memcmp(ref, out, n_ref) == 0,
               "%s: kiln's file differs from numpy's (%zu vs %zu bytes)", names[k], n_out,
               n_ref);
@@ -304,7 +286,7 @@ static void expect_bad_header(const char *text, const char *what) {
 
 TEST(npy_malformed_files_have_clear_errors) {
   size_t n = 0;
-  char *good = read_all(DATA "f4_2x3.npy", &n);
+  char *good = test_read_file(DATA "f4_2x3.npy", &n);
   char buf[12000];
   CHECK(good && n == 152);
   if (!good) return;
@@ -412,7 +394,7 @@ TEST(npy_file_errors_name_the_file) {
   CHECK_STR_CONTAINS(kiln_last_error(), path);
   CHECK_STR_CONTAINS(kiln_last_error(), "bad magic (expected \\x93NUMPY = 93 4e 55 4d 50 59, got 50 4b 03 04 72 65)");
   size_t n = 0;
-  char *good = read_all(DATA "f8_2x3x4.npy", &n);
+  char *good = test_read_file(DATA "f8_2x3x4.npy", &n);
   write_bytes(path, good, n - 1);
   CHECK(kiln_npy_load(path) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "data is 191 bytes, expected 192");
@@ -445,7 +427,7 @@ TEST(npy_failed_save_leaves_old_file) {
   snprintf(path, sizeof path, "%s/keep.npy", dir);
   kiln_scope_begin();
   CHECK(kiln_npy_save(path, kiln_scalar(1.5, KILN_DTYPE_F64)) == KILN_OK);
-  char *before = read_all(path, &n_before);
+  char *before = test_read_file(path, &n_before);
   int64_t s = 4000;
   kiln_tensor *big = kiln_ones(1, &s, KILN_DTYPE_F64);
   struct rlimit old, lim;
@@ -460,7 +442,7 @@ TEST(npy_failed_save_leaves_old_file) {
   CHECK_EQ_INT(rc, KILN_ERR_IO);
   CHECK_STR_CONTAINS(kiln_last_error(), "write failed");
   CHECK_STR_CONTAINS(kiln_last_error(), path);
-  char *after = read_all(path, &n_after);
+  char *after = test_read_file(path, &n_after);
   CHECK(before && after && n_before == n_after && memcmp(before, after, n_before) == 0);
   CHECK_EQ_INT(count_entries(dir), 1);
   free(before);
@@ -484,7 +466,7 @@ TEST(npy_truncated_at_every_offset) {
     char src[128];
     size_t n = 0;
     snprintf(src, sizeof src, DATA "%s", names[k]);
-    char *full = read_all(src, &n);
+    char *full = test_read_file(src, &n);
     CHECK_MSG(full != NULL, "cannot read %s", src);
     if (!full) continue;
     for (size_t cut = 0; cut < n; cut++) {

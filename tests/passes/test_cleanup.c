@@ -220,22 +220,6 @@ TEST(pass_log_env) {
 
 #define CORPUS "tests/data/ir/"
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-    free(s);
-    s = NULL;
-  }
-  fclose(f);
-  if (s) s[n] = 0;
-  return s;
-}
-
 /* The corpus inputs of graph `name`: in<k>.npy for tensors, the literal
  * from meta.json's "args" otherwise. false if something is missing. */
 static bool corpus_inputs(const char *name, const ir_graph *g, exec_value *in) {
@@ -321,7 +305,7 @@ TEST(pass_cleanup_corpus) {
     memcpy(name, e->d_name, l - 3);
     name[l - 3] = 0;
     snprintf(path, sizeof path, CORPUS "%.200s", e->d_name);
-    char *text = read_file(path);
+    char *text = test_read_file(path, NULL);
     ir_graph *orig = text ? ir_graph_parse(text, strlen(text)) : NULL;
     free(text);
     if (!orig) continue; /* the corpus test reports graphs that do not parse */
