@@ -13,7 +13,10 @@ else
   BUILD := build
   # -fvect-cost-model=dynamic: gcc 12's -O2 default (very-cheap) vectorizes no
   # loop of unknown trip count, i.e. none of the tile kernels.
-  OPT := -O2 -g -march=native -fvect-cost-model=dynamic -fno-math-errno
+  # -ffp-contract=fast: -std=c11 turns gcc's default contraction off; FMAs make
+  # the exp/tanh polynomials about 10% faster (elementwise_4m_jit 3.2 -> 2.8 ms)
+  # and no less accurate. Nothing here relies on separate rounding (no Kahan).
+  OPT := -O2 -g -march=native -fvect-cost-model=dynamic -fno-math-errno -ffp-contract=fast
 endif
 CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc
 LDFLAGS := $(OPT) -fopenmp
