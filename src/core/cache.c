@@ -94,6 +94,7 @@ void core_cache_release(void) {
       core_free_aligned(b);
     }
   cached_bytes = 0;
+  core_small_release();
 }
 
 void core_cache_stats(int64_t *hits, int64_t *misses, size_t *bytes) {

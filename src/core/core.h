@@ -16,7 +16,9 @@
 #define KILN_ASSERT(x) assert(x)
 
 /* ---- allocation: every allocation goes through these ---------------- */
-/* Returns NULL (and sets the error message) on failure. */
+/* Returns NULL (and sets the error message) on failure. Blocks from
+ * core_alloc/calloc/realloc/strdup carry a header (Note [Small-object
+ * cache]): free them with core_free only, never with free(). */
 void *core_alloc(size_t nbytes);
 void *core_calloc(size_t n, size_t size);
 void *core_realloc(void *p, size_t nbytes);
@@ -34,8 +36,10 @@ long core_alloc_fail_at(long n);
  * (pass it back to core_block_free). NULL on OOM. */
 void *core_block_alloc(size_t n, size_t *block);
 void core_block_free(void *p, size_t block);
-/* Frees this thread's cached blocks. */
+/* Frees this thread's cached blocks (storage and small objects). */
 void core_cache_release(void);
+/* Frees this thread's cached small objects (alloc.c). */
+void core_small_release(void);
 /* Cache hits and misses (new mallocs) on this thread, bytes held. */
 void core_cache_stats(int64_t *hits, int64_t *misses, size_t *bytes);
 

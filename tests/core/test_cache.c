@@ -1,5 +1,8 @@
 /* tests/core/test_cache.c: the storage cache (Note [Storage cache]): a
- * repeated training step allocates no new tensor memory. */
+ * repeated training step allocates no new tensor memory; and the small-object
+ * cache (Note [Small-object cache]) in alloc.c. */
+#include <string.h>
+
 #include "core/core.h"
 #include "test.h"
 
@@ -42,4 +45,40 @@ TEST(cache_steady_state_step_mallocs_no_tensors) {
   test_note("%lld tensors from the cache, %lld new", (long long)(h1 - h0), (long long)(m1 - m0));
   kiln_scope_end();
   kiln_generator_free(g);
+}
+
+/* Note [Small-object cache]: recycled blocks come back zeroed from
+ * core_calloc, realloc keeps the contents across classes and into and out
+ * of large blocks, and a size that overflows fails cleanly. */
+TEST(small_object_cache_recycles_and_reallocs) {
+  unsigned char *a = core_alloc(40);
+  CHECK(a != NULL);
+  memset(a, 0xab, 40);
+  core_free(a);
+  unsigned char *z = core_calloc(5, 8); /* same class: likely the same block */
+  CHECK(z != NULL);
+  int nonzero = 0;
+  for (int i = 0; i < 40; i++) nonzero += z[i] != 0;
+  CHECK_EQ_INT(nonzero, 0);
+  for (int i = 0; i < 40; i++) z[i] = (unsigned char)i;
+  /* grow within the class, then across small classes, then to a large block */
+  size_t sizes[] = {48, 200, 5000, 100, 7};
+  for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+    z = core_realloc(z, sizes[k]);
+    CHECK(z != NULL);
+    if (!z) return;
+    size_t keep = sizes[k] < 40 ? sizes[k] : 40;
+    int bad = 0;
+    for (size_t i = 0; i < keep; i++) bad += z[i] != (unsigned char)i;
+    CHECK_MSG(bad == 0, "realloc to %zu lost contents", sizes[k]);
+    if (sizes[k] > 40) memset(z + 40, 0xcd, sizes[k] - 40);
+  }
+  core_free(z);
+  CHECK(core_calloc(SIZE_MAX / 2, 4) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "out of memory");
+  CHECK(core_alloc(SIZE_MAX - 4) == NULL);
+  void *e = core_alloc(0); /* a valid, distinct block */
+  CHECK(e != NULL);
+  core_free(e);
+  core_free(NULL);
 }
