@@ -22,8 +22,11 @@ must be set in the environment before the process starts.
 Differences from kiln's workloads, on purpose:
 - LSTM gates are split by slicing instead of chunk(4, 1): on the 1.13 lazy
   backend chunk falls back to CPU and aborts; every torch variant slices so
-  all run the same program. torch_lstm_step_nn is torch.nn.LSTM (the
-  issue's LSTM target), with b_ih and b_hh.
+  all run the same program. As in kiln's, the input projection is one
+  linear over all time steps, unbound into steps (what nn.LSTM does);
+  lazy indexes the projection instead (the lazy backend aborts on unbind).
+  torch_lstm_step_nn is torch.nn.LSTM (the issue's LSTM target), with b_ih
+  and b_hh.
 - openblas_sgemm_1024 is numpy.matmul(out=) (the same OpenBLAS library).
 """
 import argparse
@@ -369,8 +372,25 @@ LSTM_T, LSTM_B, LSTM_I, LSTM_H = 32, 32, 64, 256
 
 def lstm_loop(x, h, c, w_ih, w_hh, b):
     H = h.size(1)
+    xs = F.linear(x, w_ih, b).unbind(0)
+    for t in range(len(xs)):
+        gates = xs[t] + F.linear(h, w_hh)
+        i = gates[:, 0:H]
+        f = gates[:, H:2 * H]
+        g = gates[:, 2 * H:3 * H]
+        o = gates[:, 3 * H:4 * H]
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+    return h
+
+
+def lstm_loop_lazy(x, h, c, w_ih, w_hh, b):
+    """lstm_loop indexing the projection instead of unbinding it: the 1.13
+    lazy backend aborts on unbind (the same graph once traced)."""
+    H = h.size(1)
+    xw = F.linear(x, w_ih, b)
     for t in range(x.size(0)):
-        gates = F.linear(x[t], w_ih, b) + F.linear(h, w_hh)
+        gates = xw[t] + F.linear(h, w_hh)
         i = gates[:, 0:H]
         f = gates[:, H:2 * H]
         g = gates[:, 2 * H:3 * H]
@@ -399,7 +419,8 @@ def setup_lstm(mode):
               for s in ((4 * LSTM_H, LSTM_I), (4 * LSTM_H, LSTM_H), (4 * LSTM_H,))]
         h0 = torch.zeros(LSTM_B, LSTM_H).to(dev)
         c0 = torch.zeros(LSTM_B, LSTM_H).to(dev)
-        fn = torch.jit.script(lstm_loop) if mode == "jit" else lstm_loop
+        fn = (torch.jit.script(lstm_loop) if mode == "jit"
+              else lstm_loop_lazy if mode == "lazy" else lstm_loop)
 
         def step(xd):
             return fn(xd, h0, c0, *ps)

@@ -205,8 +205,9 @@ static int setup_mlp_b1_jit(void) { return mlp_setup(1, false, true); }
 
 /* print(torch.jit.script(f).graph) (inlined) for
  *   def f(x, h, c, w_ih, w_hh, b):
- *       for t in range(x.size(0)):
- *           gates = F.linear(x[t], w_ih, b) + F.linear(h, w_hh)
+ *       xs = F.linear(x, w_ih, b).unbind(0)
+ *       for t in range(len(xs)):
+ *           gates = xs[t] + F.linear(h, w_hh)
  *           i, f, g, o = gates.chunk(4, 1)
  *           c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
  *           h = torch.sigmoid(o) * torch.tanh(c)
@@ -218,30 +219,31 @@ static const char *LSTM_IR =
     "      %w_ih.1 : Tensor,\n"
     "      %w_hh.1 : Tensor,\n"
     "      %b.1 : Tensor):\n"
-    "  %24 : NoneType = prim::Constant()\n"
-    "  %11 : bool = prim::Constant[value=1]()\n"
-    "  %7 : int = prim::Constant[value=0]()\n"
-    "  %29 : int = prim::Constant[value=4]()\n"
-    "  %30 : int = prim::Constant[value=1]()\n"
-    "  %8 : int = aten::size(%x.1, %7)\n"
-    "  %h : Tensor, %c : Tensor = prim::Loop(%8, %11, %h.1, %c.1)\n"
+    "  %23 : NoneType = prim::Constant()\n"
+    "  %16 : bool = prim::Constant[value=1]()\n"
+    "  %10 : int = prim::Constant[value=0]()\n"
+    "  %28 : int = prim::Constant[value=4]()\n"
+    "  %29 : int = prim::Constant[value=1]()\n"
+    "  %9 : Tensor = aten::linear(%x.1, %w_ih.1, %b.1)\n"
+    "  %xs.1 : Tensor[] = aten::unbind(%9, %10)\n"
+    "  %13 : int = aten::len(%xs.1)\n"
+    "  %h : Tensor, %c : Tensor = prim::Loop(%13, %16, %h.1, %c.1)\n"
     "    block0(%t.1 : int, %h.11 : Tensor, %c.11 : Tensor):\n"
-    "      %18 : Tensor = aten::select(%x.1, %7, %t.1)\n"
-    "      %21 : Tensor = aten::linear(%18, %w_ih.1, %b.1)\n"
-    "      %25 : Tensor = aten::linear(%h.11, %w_hh.1, %24)\n"
-    "      %gates.1 : Tensor = aten::add(%21, %25, %30)\n"
-    "      %31 : Tensor[] = aten::chunk(%gates.1, %29, %30)\n"
-    "      %i.1 : Tensor, %f.1 : Tensor, %g.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%31)\n"
-    "      %37 : Tensor = aten::sigmoid(%f.1)\n"
-    "      %39 : Tensor = aten::mul(%37, %c.11)\n"
-    "      %41 : Tensor = aten::sigmoid(%i.1)\n"
-    "      %43 : Tensor = aten::tanh(%g.1)\n"
-    "      %44 : Tensor = aten::mul(%41, %43)\n"
-    "      %c.5 : Tensor = aten::add(%39, %44, %30)\n"
-    "      %49 : Tensor = aten::sigmoid(%o.1)\n"
-    "      %51 : Tensor = aten::tanh(%c.5)\n"
-    "      %h.5 : Tensor = aten::mul(%49, %51)\n"
-    "      -> (%11, %h.5, %c.5)\n"
+    "      %20 : Tensor = aten::__getitem__(%xs.1, %t.1)\n"
+    "      %24 : Tensor = aten::linear(%h.11, %w_hh.1, %23)\n"
+    "      %gates.1 : Tensor = aten::add(%20, %24, %29)\n"
+    "      %30 : Tensor[] = aten::chunk(%gates.1, %28, %29)\n"
+    "      %i.1 : Tensor, %f.1 : Tensor, %g.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%30)\n"
+    "      %36 : Tensor = aten::sigmoid(%f.1)\n"
+    "      %38 : Tensor = aten::mul(%36, %c.11)\n"
+    "      %40 : Tensor = aten::sigmoid(%i.1)\n"
+    "      %42 : Tensor = aten::tanh(%g.1)\n"
+    "      %43 : Tensor = aten::mul(%40, %42)\n"
+    "      %c.5 : Tensor = aten::add(%38, %43, %29)\n"
+    "      %48 : Tensor = aten::sigmoid(%o.1)\n"
+    "      %50 : Tensor = aten::tanh(%c.5)\n"
+    "      %h.5 : Tensor = aten::mul(%48, %50)\n"
+    "      -> (%16, %h.5, %c.5)\n"
     "  return (%h)\n";
 
 typedef struct lstm {
@@ -304,10 +306,10 @@ static kiln_tensor *lstm_forward(kiln_tensor *x) {
                out[1];
     return kiln_function_call(L.f, in, 6, out, 1) == 1 ? out[0].t : NULL;
   }
-  kiln_tensor *h = L.h0, *c = L.c0;
+  kiln_tensor *h = L.h0, *c = L.c0, *xs[LSTM_T];
+  if (kiln_unbind(kiln_linear(x, L.p[0], L.p[2]), 0, xs, LSTM_T) != LSTM_T) return NULL;
   for (int64_t t = 0; t < LSTM_T && h && c; t++) {
-    kiln_tensor *gates = kiln_add(kiln_linear(kiln_select(x, 0, t), L.p[0], L.p[2]),
-                                  kiln_linear(h, L.p[1], NULL));
+    kiln_tensor *gates = kiln_add(xs[t], kiln_linear(h, L.p[1], NULL));
     kiln_tensor *q[4];
     if (!gates || kiln_chunk(gates, 4, 1, q, 4) != 4) return NULL;
     c = kiln_add(kiln_mul(kiln_sigmoid(q[1]), c), kiln_mul(kiln_sigmoid(q[0]), kiln_tanh(q[2])));

@@ -279,6 +279,8 @@ KILN_API int kiln_chunk(kiln_tensor *t, int chunks, int dim, kiln_tensor **outs,
                         int max_out);
 KILN_API int kiln_split(kiln_tensor *t, int64_t split_size, int dim,
                         kiln_tensor **outs, int max_out);
+/* unbind: one view per index along dim (the dim dropped), like chunk. */
+KILN_API int kiln_unbind(kiln_tensor *t, int dim, kiln_tensor **outs, int max_out);
 
 /* Indexing (index tensors are int64). */
 KILN_API kiln_tensor *kiln_index_select(kiln_tensor *t, int dim, kiln_tensor *index);

@@ -401,6 +401,18 @@ def dropout_eval(x):
     return torch.dropout(x, 0.5, False) * 2.0
 
 
+@case(('t', (5, 2, 3)), ('t', (2, 4)), ('t', (2, 4)), ('t', (16, 3)), ('t', (16, 4)), ('t', (16,)),
+      grad=(0, 1, 2, 3, 4, 5))
+def lstm_unbind(x, h, c, w_ih, w_hh, b):
+    xs = F.linear(x, w_ih, b).unbind(0)
+    for t in range(len(xs)):
+        gates = xs[t] + F.linear(h, w_hh)
+        i, f, g, o = gates.chunk(4, 1)
+        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+        h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c
+
+
 # ---------------------------------------------------------------------------------------------
 
 def known_kinds():

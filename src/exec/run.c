@@ -187,13 +187,17 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
       break;
     case EXEC_I_MOVE: {
       /* through temporaries: outputs may overlap inputs (loop-carried) */
-      exec_value tmp[16];
-      int n = x->n_in < 16 ? x->n_in : 16;
-      for (int i = 0; i < n; i++) tmp[i] = exec_value_copy(&regs[x->in[i]]);
-      for (int i = 0; i < n; i++) {
+      exec_value small_tmp[16], *tmp = small_tmp;
+      if (x->n_in > 16 && !(tmp = core_alloc((size_t)x->n_in * sizeof *tmp))) {
+        rc = KILN_ERR_NOMEM;
+        break;
+      }
+      for (int i = 0; i < x->n_in; i++) tmp[i] = exec_value_copy(&regs[x->in[i]]);
+      for (int i = 0; i < x->n_in; i++) {
         exec_value_clear(&regs[x->out[i]]);
         regs[x->out[i]] = tmp[i];
       }
+      if (tmp != small_tmp) core_free(tmp);
       break;
     }
     case EXEC_I_JUMP: pc = x->target; break;
@@ -201,19 +205,23 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
       if (!truthy(&regs[x->in[0]])) pc = x->target;
       break;
     case EXEC_I_PRIM: {
-      exec_value ins_small[16], outs_small[16];
-      if (x->n_in > 16 || x->n_out > 16) {
-        rc = core_error(KILN_ERR_INVALID, "%s: too many values", x->name);
-        break;
+      exec_value ins_small[16], outs_small[16], *ins = ins_small, *outs = outs_small;
+      if (x->n_in > 16) ins = core_alloc((size_t)x->n_in * sizeof *ins);
+      if (x->n_out > 16) outs = core_alloc((size_t)x->n_out * sizeof *outs);
+      if (ins && outs) {
+        for (int i = 0; i < x->n_in; i++) ins[i] = regs[x->in[i]];
+        memset(outs, 0, (size_t)(x->n_out > 16 ? x->n_out : 16) * sizeof *outs);
+        rc = x->prim(x, ins, outs);
+        if (rc >= 0)
+          for (int i = 0; i < x->n_out; i++) {
+            exec_value_clear(&regs[x->out[i]]);
+            regs[x->out[i]] = outs[i];
+          }
+      } else {
+        rc = KILN_ERR_NOMEM;
       }
-      for (int i = 0; i < x->n_in; i++) ins_small[i] = regs[x->in[i]];
-      memset(outs_small, 0, sizeof outs_small);
-      rc = x->prim(x, ins_small, outs_small);
-      if (rc >= 0)
-        for (int i = 0; i < x->n_out; i++) {
-          exec_value_clear(&regs[x->out[i]]);
-          regs[x->out[i]] = outs_small[i];
-        }
+      if (ins != ins_small) core_free(ins);
+      if (outs != outs_small) core_free(outs);
       break;
     }
     case EXEC_I_RETURN:

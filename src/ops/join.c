@@ -378,6 +378,96 @@ int op_split_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
 }
 int op_split_grad(op_grad_ctx *g) { return split_grad("aten::split", g, false); }
 
+/* ---- unbind ----------------------------------------------------------------------- */
+
+/* The wrapped dim and the number of pieces (the dim's size). */
+static int unbind_plan(const op_val *a, int *wdim, int64_t *count) {
+  char d[160];
+  int64_t dim = 0;
+  if (a[0].tag != OP_VAL_TENSOR || !a[0].t)
+    return core_error(KILN_ERR_INVALID, "aten::unbind: expected a tensor for 'self', got %s",
+                      op_val_desc(&a[0], d, sizeof d));
+  if (dim_arg("aten::unbind", &a[1], &dim) < 0) return -1;
+  if (a[0].t->ndim == 0)
+    return core_error(KILN_ERR_INVALID,
+                      "aten::unbind: Dimension specified as %lld but tensor has no dimensions",
+                      (long long)dim);
+  int w = core_wrap_dim("aten::unbind", dim, a[0].t->ndim);
+  if (w < 0) return -1;
+  *wdim = w;
+  *count = a[0].t->shape[w];
+  return 0;
+}
+
+int op_unbind_infer(const op_val *a, int n, op_meta *o, int m) {
+  int w;
+  int64_t count;
+  if (unbind_plan(a, &w, &count) < 0) return -1;
+  if (count > m)
+    return core_error(KILN_ERR_INVALID,
+                      "aten::unbind: would make %lld pieces, but there is room for only %d "
+                      "outputs",
+                      (long long)count, m);
+  const kiln_tensor *t = a[0].t;
+  for (int64_t i = 0; i < count; i++) {
+    op_meta_of(t, &o[i]);
+    o[i].ndim = t->ndim - 1;
+    for (int d = w; d < t->ndim - 1; d++) o[i].shape[d] = t->shape[d + 1];
+  }
+  return (int)count;
+}
+
+int op_unbind_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  int w;
+  int64_t count, shape[KILN_MAX_DIMS], strides[KILN_MAX_DIMS];
+  const kiln_tensor *t = a[0].t;
+  if (unbind_plan(a, &w, &count) < 0) return -1;
+  if (count != m)
+    return core_error(KILN_ERR_INVALID, "aten::unbind: expected %lld outputs, got %d",
+                      (long long)count, m);
+  for (int d = 0, k = 0; d < t->ndim; d++)
+    if (d != w) {
+      shape[k] = t->shape[d];
+      strides[k++] = t->strides[d];
+    }
+  for (int64_t i = 0; i < count; i++) {
+    o[i] = core_tensor_view(t->storage, t->dtype, t->ndim - 1, shape, strides,
+                            t->offset + i * t->strides[w]);
+    if (!o[i]) return KILN_ERR_NOMEM; /* op_call releases the ones made */
+  }
+  return 0;
+}
+
+/* The gradient is the pieces' gradients stacked back along dim (one
+ * allocation, unlike a select_backward per piece); pieces that got no
+ * gradient contribute zeros. */
+int op_unbind_grad(op_grad_ctx *g) {
+  int w, rc = 0;
+  int64_t count;
+  if (!g->needs[0]) return 0;
+  if (unbind_plan(g->args, &w, &count) < 0) return -1;
+  if (count != g->n_outs)
+    return core_error(KILN_ERR_STATE, "aten::unbind: %d gradients for %lld pieces", g->n_outs,
+                      (long long)count);
+  const kiln_tensor *like = NULL;
+  for (int i = 0; i < g->n_outs && !like; i++) like = g->grads[i];
+  if (!like) return 0;
+  kiln_tensor **parts = core_alloc((size_t)count * sizeof *parts);
+  if (!parts) return KILN_ERR_NOMEM;
+  for (int64_t i = 0; i < count; i++) {
+    parts[i] = g->grads[i] ? g->grads[i] : kiln_zeros(like->ndim, like->shape, like->dtype);
+    if (!parts[i]) {
+      rc = -1;
+      goto done;
+    }
+  }
+  g->grad_in[0] = kiln_stack(parts, (int)count, w);
+  if (!g->grad_in[0]) rc = -1;
+done:
+  core_free(parts);
+  return rc;
+}
+
 /* ---- public API --------------------------------------------------------------------- */
 
 /* cat/stack: a new tensor (new reference in the current scope) of the
@@ -395,6 +485,10 @@ kiln_tensor *kiln_stack(kiln_tensor *const *ts, int n, int dim) {
 int kiln_chunk(kiln_tensor *t, int chunks, int dim, kiln_tensor **outs, int max_out) {
   return op_call(KILN_OP_CHUNK, (op_val[]){OPV_T(t), OPV_I(chunks), OPV_I(dim)}, 3, outs,
                  max_out);
+}
+/* unbind: a view per index along dim (dropping it), as for chunk. */
+int kiln_unbind(kiln_tensor *t, int dim, kiln_tensor **outs, int max_out) {
+  return op_call(KILN_OP_UNBIND, (op_val[]){OPV_T(t), OPV_I(dim)}, 2, outs, max_out);
 }
 int kiln_split(kiln_tensor *t, int64_t split_size, int dim, kiln_tensor **outs, int max_out) {
   return op_call(KILN_OP_SPLIT, (op_val[]){OPV_T(t), OPV_I(split_size), OPV_I(dim)}, 3, outs,

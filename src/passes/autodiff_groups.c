@@ -47,6 +47,14 @@ static bool groupable(const ir_node *n) {
       if (n->outputs[i]->type->kind != IR_TYPE_TENSOR &&
           !(info->flags & OPF_LIST_OUT))
         return false;
+    /* a list may not leave the group: only a ListUnpack right here may
+     * read it (xs = x.unbind(0) indexed in a loop stays outside, and its
+     * autograd node stacks the pieces' gradients) */
+    if (info->flags & OPF_LIST_OUT)
+      for (int u = 0; u < n->outputs[0]->n_uses; u++) {
+        const ir_node *user = n->outputs[0]->uses[u].user;
+        if (user->prim != IR_PRIM_LIST_UNPACK || user->owner != n->owner) return false;
+      }
     return true;
   }
   if (n->prim == IR_PRIM_LIST_UNPACK) return true;

@@ -141,3 +141,51 @@ TEST(interp_reuses_dying_buffers) {
   ir_graph_free(g);
   kiln_scope_end();
 }
+
+/* More than 16 values through a ListUnpack and around a loop: a rotation of
+ * 20 carried tensors, so a dropped or stale value changes the result. */
+TEST(interp_many_loop_carried_values) {
+  enum { N = 20 };
+  char text[8192];
+  size_t k = 0;
+#define EMIT(...) k += (size_t)snprintf(text + k, sizeof text - k, __VA_ARGS__)
+  EMIT("graph(%%x : Tensor,\n      %%n : int):\n");
+  EMIT("  %%t : bool = prim::Constant[value=1]()\n  %%one : int = prim::Constant[value=1]()\n");
+  EMIT("  %%k : int = prim::Constant[value=%d]()\n  %%z : int = prim::Constant[value=0]()\n", N);
+  EMIT("  %%l : Tensor[] = aten::chunk(%%x, %%k, %%z)\n  ");
+  for (int i = 0; i < N; i++) EMIT("%s%%p%d : Tensor", i ? ", " : "", i);
+  EMIT(" = prim::ListUnpack(%%l)\n  ");
+  for (int i = 0; i < N; i++) EMIT("%s%%r%d : Tensor", i ? ", " : "", i);
+  EMIT(" = prim::Loop(%%n, %%t");
+  for (int i = 0; i < N; i++) EMIT(", %%p%d", i);
+  EMIT(")\n    block0(%%i : int");
+  for (int i = 0; i < N; i++) EMIT(", %%a%d : Tensor", i);
+  EMIT("):\n      %%s : Tensor = aten::add(%%a0, %%a1, %%one)\n      -> (%%t");
+  for (int i = 1; i < N; i++) EMIT(", %%a%d", i);
+  EMIT(", %%s)\n  return (");
+  for (int i = 0; i < N; i++) EMIT("%s%%r%d", i ? ", " : "", i);
+  EMIT(")\n");
+#undef EMIT
+  CHECK(k < sizeof text);
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  kiln_tensor *x = kiln_arange(0, N, 1, KILN_DTYPE_F64);
+  double want[N];
+  for (int i = 0; i < N; i++) want[i] = i;
+  for (int it = 0; it < 3; it++) { /* the same rotation by hand */
+    double s = want[0] + want[1];
+    memmove(want, want + 1, (N - 1) * sizeof *want);
+    want[N - 1] = s;
+  }
+  kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_INT, .i = 3}};
+  kiln_value out[N];
+  for (int run = 0; run < 3; run++) { /* profiled, then optimized */
+    int got = f ? kiln_function_call(f, in, 2, out, N) : -1;
+    CHECK_MSG(got == N, "run %d: %d outputs: %s", run, got, kiln_last_error());
+    for (int i = 0; got == N && i < N; i++)
+      CHECK_MSG(kiln_tensor_numel(out[i].t) == 1 && core_get_flat(out[i].t, 0) == want[i],
+                "run %d: output %d is %g, want %g", run, i, core_get_flat(out[i].t, 0), want[i]);
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}

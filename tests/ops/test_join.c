@@ -1,4 +1,4 @@
-/* tests/ops/test_join.c: cat, stack, chunk, split: values (with type
+/* tests/ops/test_join.c: cat, stack, chunk, split, unbind: values (with type
  * promotion and non-contiguous inputs), PyTorch's piece sizes, errors,
  * gradients (including pieces without a gradient), and samples. */
 #include "golden_shape.h"
@@ -63,6 +63,17 @@ OP_SAMPLE(SPLIT, uneven) {
   s->args[1] = OPV_I(2);
   s->args[2] = OPV_I(1);
   s->n_args = 3;
+}
+
+OP_SAMPLE(UNBIND, middle_transposed) {
+  s->args[0] = OPV_T(sample_transposed(g, (int64_t[]){4, 3}));
+  s->args[1] = OPV_I(1);
+  s->n_args = 2;
+}
+OP_SAMPLE(UNBIND, first_3d) {
+  s->args[0] = OPV_T(sample_randn(g, 3, (int64_t[]){3, 2, 2}));
+  s->args[1] = OPV_I(0);
+  s->n_args = 2;
 }
 
 /* ---- helpers ---------------------------------------------------------------- */
@@ -212,6 +223,34 @@ TEST(join_chunk_split_pieces) {
   for (int i = 0; i < n; i++) CHECK(outs[i]->shape[0] == 0 && outs[i]->shape[1] == 2);
   CHECK_EQ_INT(kiln_split(e, 0, 0, outs, 8), 1);
   CHECK_EQ_INT(kiln_split(e, 4, 0, outs, 8), 1);
+  kiln_scope_end();
+}
+
+TEST(join_unbind_views_and_grad) {
+  kiln_scope_begin();
+  kiln_tensor *outs[8];
+  kiln_tensor *m = iota(2, (int64_t[]){3, 4}, KILN_DTYPE_F64);
+  kiln_set_requires_grad(m, true);
+  int n = kiln_unbind(m, -1, outs, 8); /* columns: [0 4 8], [1 5 9], ... */
+  CHECK_EQ_INT(n, 4);
+  for (int i = 0; i < n; i++) {
+    CHECK(outs[i]->ndim == 1 && outs[i]->shape[0] == 3 && outs[i]->storage == m->storage);
+    CHECK_NEAR(core_get_flat(outs[i], 2), 8 + i, 0);
+  }
+  /* columns 1 and 3 used (3 twice), 0 and 2 get no gradient: zeros */
+  kiln_tensor *loss = kiln_sum(kiln_add(kiln_mul_scalar(outs[1], 2.0), kiln_mul(outs[3], outs[3])),
+                               NULL, 0, false);
+  CHECK(kiln_backward(loss, NULL) == KILN_OK);
+  double want[12] = {0, 2, 0, 6, 0, 2, 0, 14, 0, 2, 0, 22};
+  check_values(kiln_tensor_grad(m), want, 12, "unbind grad");
+  CHECK(kiln_unbind(m, 2, outs, 8) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::unbind: dim 2 out of range");
+  CHECK(kiln_unbind(kiln_scalar(1, KILN_DTYPE_F32), 0, outs, 8) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "tensor has no dimensions");
+  CHECK(kiln_unbind(m, 0, outs, 2) < 0); /* 3 pieces, room for 2 */
+  CHECK_STR_CONTAINS(kiln_last_error(), "room for only 2");
+  kiln_tensor *e = kiln_zeros(2, (int64_t[]){0, 2}, KILN_DTYPE_F32);
+  CHECK_EQ_INT(kiln_unbind(e, 0, outs, 8), 0);
   kiln_scope_end();
 }
 
