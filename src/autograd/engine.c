@@ -260,6 +260,17 @@ static int add_input(ag_node *n, int input_nr, kiln_tensor *g, const ag_node *fr
     if (!g) return -1;
   }
   kiln_tensor *old = n->inbuf[input_nr];
+  /* Note [In-place accumulation]: a buffered gradient nothing else holds
+   * (not a view, not kept by a hook or a scope, no graph of its own) takes
+   * the sum in place, as PyTorch's InputBuffer does: the weight gradients
+   * of a 32-step loop are then one buffer, not 32 fresh ones. */
+  if (old && old->refcount == 1 && old->storage && old->storage->refcount == 1 && !old->ag &&
+      !kiln_is_grad_enabled() && old->device == CORE_DEVICE_CPU && g->device == CORE_DEVICE_CPU &&
+      !old->wrapped_number && old->dtype == g->dtype && core_is_contiguous(old)) {
+    if (op_call_into(KILN_OP_ADD, (op_val[]){OPV_T(old), OPV_T(g), OPV_I(1)}, 3, old) == 0)
+      return 0;
+    kiln_clear_error();
+  }
   kiln_tensor *sum = old ? kiln_add(old, g) : g;
   if (!sum) return -1;
   n->inbuf[input_nr] = kiln_retain(sum);

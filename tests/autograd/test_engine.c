@@ -1,5 +1,5 @@
 /* tests/autograd/test_engine.c: the engine's semantics (issue 3):
- * accumulation order, hooks, callbacks, retain_grad, inputs=, kiln_grad,
+ * accumulation order (and in-place accumulation), hooks, callbacks, retain_grad, inputs=, kiln_grad,
  * version counters, retain_graph, double backward, anomaly mode. */
 #include "core/core.h"
 #include "test.h"
@@ -89,6 +89,26 @@ static void check_uses(int k) {
 
 TEST(accumulate_once_two_uses) { check_uses(2); }
 TEST(accumulate_once_five_uses) { check_uses(5); }
+
+/* Note [In-place accumulation]: the engine adds into a buffered gradient
+ * only when nothing else holds it. add's backward passes the caller's root
+ * gradient G on to both uses of w as the same tensor: the second must not
+ * be added into the caller's G. */
+TEST(accumulation_leaves_held_gradients_alone) {
+  double wv[2] = {1, 2}, gv[2] = {0.5, 0.25};
+  kiln_scope_begin();
+  kiln_tensor *w = vec(wv, 2);
+  kiln_set_requires_grad(w, true);
+  kiln_tensor *G = vec(gv, 2);
+  CHECK(kiln_backward(kiln_add(w, w), G) == KILN_OK);
+  kiln_tensor *gw = kiln_tensor_grad(w);
+  CHECK(gw != NULL);
+  for (int i = 0; gw && i < 2; i++) {
+    CHECK_NEAR(core_get_flat(gw, i), 2 * gv[i], 0);
+    CHECK_NEAR(core_get_flat(G, i), gv[i], 0); /* the caller's tensor is untouched */
+  }
+  kiln_scope_end();
+}
 
 static void cb_log(void *ud) { log_event((const char *)ud); }
 
