@@ -6,7 +6,13 @@ SAN ?= 0
 
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
         -Wmissing-prototypes -Wno-unused-parameter -Wvla
-ifeq ($(SAN),1)
+ifeq ($(FUZZ),1)
+  # libFuzzer targets (make fuzz): clang, ASan+UBSan, coverage for the fuzzer.
+  CC := clang
+  BUILD := build-fuzz
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+         -fno-sanitize-recover=all -Wno-pass-failed
+else ifeq ($(SAN),1)
   BUILD := build-san
   OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 else
@@ -39,7 +45,8 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 # The benchmark driver without bench_kiln's main, linked into `kiln bench`.
 BENCH_LIB_OBJ := $(filter-out $(BUILD)/bench/bench_kiln.o,$(BENCH_OBJ))
 
-.PHONY: all test bench check run install uninstall clean deps deps-test bench-compare FORCE
+.PHONY: all test bench check run install uninstall clean deps deps-test bench-compare fuzz \
+        fuzz-run FORCE
 
 all: $(BUILD)/libkiln.a $(BUILD)/kiln $(BUILD)/logreg
 
@@ -92,6 +99,37 @@ bench-compare: $(BUILD)/bench_kiln
 	/usr/bin/python3 scripts/bench_compare.py --kiln ./$(BUILD)/bench_kiln \
 	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER))
 
+# Fuzzing (libFuzzer, clang): each target of fuzz/ runs FUZZ_TIME seconds
+# (default 60) from its seeds; new inputs collect in build-fuzz/corpus/, a
+# crash leaves its input in build-fuzz/ and fails the target.
+FUZZ_TARGETS := ir npy safetensors idx
+FUZZ_TIME ?= 60
+FUZZ_SEEDS_ir := tests/data/ir
+FUZZ_SEEDS_npy := fuzz/seeds/npy tests/data/npy
+FUZZ_SEEDS_safetensors := fuzz/seeds/safetensors
+FUZZ_SEEDS_idx := fuzz/seeds/idx
+
+fuzz:
+	@sh scripts/deps.sh --fuzz
+	$(MAKE) FUZZ=1 fuzz-run
+
+$(BUILD)/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(LIB_OBJ)
+	@echo LD $@
+	@$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $^ $(LIBS)
+.SECONDARY: $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%.o)
+
+fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)/corpus/$$t && \
+	  echo "fuzz: $$t for $(FUZZ_TIME) s" && \
+	  ./$(BUILD)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 \
+	    -artifact_prefix=$(BUILD)/$$t- -print_final_stats=1 \
+	    $(BUILD)/corpus/$$t $$(case $$t in ir) echo $(FUZZ_SEEDS_ir);; npy) echo $(FUZZ_SEEDS_npy);; \
+	      safetensors) echo $(FUZZ_SEEDS_safetensors);; idx) echo $(FUZZ_SEEDS_idx);; esac) \
+	    2>&1 | grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit" ; \
+	  [ -z "$$(ls $(BUILD)/$$t-* 2>/dev/null)" ] || { echo "fuzz: $$t crashed: $$(ls $(BUILD)/$$t-*)"; exit 1; }; \
+	done
+
 # The main job: train the Fashion-MNIST MLP for 2 epochs in the fastest mode
 # (lazy), saving a checkpoint and a plot of the curves.
 run: deps
@@ -118,7 +156,7 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -1,10 +1,13 @@
 #!/bin/sh
 # scripts/deps.sh: installs the Debian packages kiln needs, when missing.
-# Usage: sh scripts/deps.sh [--test]   (--test adds what the test suite uses)
+# Usage: sh scripts/deps.sh [--test|--fuzz]   (what the test suite / make fuzz add)
 set -e
 PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
 if [ "$1" = "--test" ]; then
   PKGS="$PKGS graphviz"
+fi
+if [ "$1" = "--fuzz" ]; then
+  PKGS="$PKGS clang libomp-dev"
 fi
 missing=""
 for p in $PKGS; do

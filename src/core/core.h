@@ -136,6 +136,57 @@ void core_storage_release(core_storage *s);
  * for tests, item and printing. */
 double core_get_flat(const kiln_tensor *t, int64_t i);
 
+/* ---- int64 arithmetic ---------------------------------------------------- */
+/* Note [Int semantics]: kiln's int64 arithmetic (tensor kernels, the
+ * interpreter's int builtins, constant folding) wraps around in two's
+ * complement as PyTorch's does in practice, and is never C's undefined
+ * behaviour: INT64_MIN // -1 is INT64_MIN, INT64_MIN % -1 is 0, -INT64_MIN
+ * and |INT64_MIN| are INT64_MIN. Floor division and remainder follow
+ * Python (the remainder takes the divisor's sign); b must not be 0. */
+static inline int64_t core_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
+static inline int64_t core_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
+static inline int64_t core_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
+static inline int64_t core_wrap_neg(int64_t a) { return (int64_t)(0u - (uint64_t)a); }
+static inline int64_t core_wrap_abs(int64_t a) { return a < 0 ? core_wrap_neg(a) : a; }
+static inline int64_t core_int_floordiv(int64_t a, int64_t b) {
+  if (b == -1) return core_wrap_neg(a);
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+  return q;
+}
+static inline int64_t core_int_remainder(int64_t a, int64_t b) {
+  if (b == -1) return 0;
+  int64_t r = a % b;
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
+  return r;
+}
+/* a ** e for e >= 0, wrapping, by squaring (any e is quick). */
+static inline int64_t core_int_pow(int64_t a, int64_t e) {
+  int64_t r = 1;
+  for (; e > 0; e >>= 1) {
+    if (e & 1) r = core_wrap_mul(r, a);
+    a = core_wrap_mul(a, a);
+  }
+  return r;
+}
+
+/* len(range(lo, hi, step)) for step != 0, exact for every int64 input
+ * (clamped to INT64_MAX, which no loop reaches). */
+static inline int64_t core_range_length(int64_t lo, int64_t hi, int64_t step) {
+  uint64_t diff, s;
+  if (step > 0) {
+    if (hi <= lo) return 0;
+    diff = (uint64_t)hi - (uint64_t)lo;
+    s = (uint64_t)step;
+  } else {
+    if (lo <= hi) return 0;
+    diff = (uint64_t)lo - (uint64_t)hi;
+    s = 0u - (uint64_t)step;
+  }
+  uint64_t n = (diff - 1) / s + 1;
+  return n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+}
+
 /* ---- dtypes ----------------------------------------------------------- */
 bool core_dtype_is_floating(kiln_dtype dt);
 /* Category: 0 bool, 1 integer, 2 floating. */

@@ -62,10 +62,15 @@ int core_check_shape(const char *fn, int ndim, const int64_t *shape) {
                       ndim, KILN_MAX_DIMS);
   if (ndim > 0 && !shape)
     return core_error(KILN_ERR_INVALID, "%s: shape is NULL", fn);
-  for (int i = 0; i < ndim; i++)
+  int64_t span = 1; /* the contiguous strides' largest, times its size */
+  for (int i = 0; i < ndim; i++) {
     if (shape[i] < 0)
       return core_error(KILN_ERR_INVALID, "%s: negative size in shape %s", fn,
                         core_shape_str(ndim, shape, sh, sizeof sh));
+    if (__builtin_mul_overflow(span, shape[i] > 1 ? shape[i] : 1, &span))
+      return core_error(KILN_ERR_INVALID, "%s: shape %s is too large (its strides overflow)",
+                        fn, core_shape_str(ndim, shape, sh, sizeof sh));
+  }
   return 0;
 }
 

@@ -348,7 +348,7 @@ static int concat(const exec_instr *x, exec_value *in, exec_value *out) {
 
 static int p_add(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return concat(x, in, out);
-  out[0] = both_int(&in[0], &in[1]) ? vi(ival(&in[0]) + ival(&in[1])) : vf(num(&in[0]) + num(&in[1]));
+  out[0] = both_int(&in[0], &in[1]) ? vi(core_wrap_add(ival(&in[0]), ival(&in[1]))) : vf(num(&in[0]) + num(&in[1]));
   return 0;
 }
 
@@ -364,8 +364,8 @@ static int p_add(const exec_instr *x, exec_value *in, exec_value *out) {
     }                                                                            \
     return 0;                                                                    \
   }
-ARITH(p_sub, a - b, a - b)
-ARITH(p_mul, a * b, a * b)
+ARITH(p_sub, core_wrap_sub(a, b), a - b)
+ARITH(p_mul, core_wrap_mul(a, b), a * b)
 
 static int p_div(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
@@ -378,9 +378,7 @@ static int p_floordiv(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
   if (num(&in[1]) == 0) return core_error(KILN_ERR_INVALID, "%s: division by zero", x->name);
   if (both_int(&in[0], &in[1])) {
-    int64_t a = ival(&in[0]), b = ival(&in[1]), q = a / b;
-    if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
-    out[0] = vi(q);
+    out[0] = vi(core_int_floordiv(ival(&in[0]), ival(&in[1])));
   } else {
     out[0] = vf(floor(num(&in[0]) / num(&in[1])));
   }
@@ -391,9 +389,7 @@ static int p_remainder(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
   if (num(&in[1]) == 0) return core_error(KILN_ERR_INVALID, "%s: modulo by zero", x->name);
   if (both_int(&in[0], &in[1])) {
-    int64_t a = ival(&in[0]), b = ival(&in[1]), r = a % b;
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    out[0] = vi(r);
+    out[0] = vi(core_int_remainder(ival(&in[0]), ival(&in[1])));
   } else {
     double a = num(&in[0]), b = num(&in[1]), r = fmod(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
@@ -405,9 +401,7 @@ static int p_remainder(const exec_instr *x, exec_value *in, exec_value *out) {
 static int p_pow(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
   if (both_int(&in[0], &in[1]) && ival(&in[1]) >= 0) {
-    int64_t r = 1, b = ival(&in[0]);
-    for (int64_t e = ival(&in[1]); e > 0; e--) r *= b;
-    out[0] = vi(r);
+    out[0] = vi(core_int_pow(ival(&in[0]), ival(&in[1])));
   } else {
     out[0] = vf(pow(num(&in[0]), num(&in[1])));
   }
@@ -416,13 +410,13 @@ static int p_pow(const exec_instr *x, exec_value *in, exec_value *out) {
 
 static int p_neg(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0])) return type_error(x, in, 1);
-  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(-in[0].f) : vi(-ival(&in[0]));
+  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(-in[0].f) : vi(core_wrap_neg(ival(&in[0])));
   return 0;
 }
 
 static int p_abs(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0])) return type_error(x, in, 1);
-  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(fabs(in[0].f)) : vi(llabs((long long)ival(&in[0])));
+  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(fabs(in[0].f)) : vi(core_wrap_abs(ival(&in[0])));
   return 0;
 }
 
@@ -443,9 +437,7 @@ MATH1(p_tanh, tanh(a), 0)
 static int p_range_length(const exec_instr *x, exec_value *in, exec_value *out) {
   int64_t lo = ival(&in[0]), hi = ival(&in[1]), step = ival(&in[2]);
   if (step == 0) return core_error(KILN_ERR_INVALID, "%s: range() step must not be zero", x->name);
-  int64_t n = step > 0 ? (hi > lo ? (hi - lo + step - 1) / step : 0)
-                       : (lo > hi ? (lo - hi - step - 1) / -step : 0);
-  out[0] = vi(n);
+  out[0] = vi(core_range_length(lo, hi, step));
   return 0;
 }
 

@@ -113,15 +113,32 @@ static int idx_read(const char *path, idx_file *out) {
     }
     out->numel *= out->shape[d];
   }
-  out->data = core_alloc(nbytes ? (size_t)nbytes : 1);
+  /* The buffer grows with the data actually read (doubling from 1 MiB),
+   * so a short file whose header claims terabytes fails as truncated
+   * instead of allocating them (found by fuzz/fuzz_idx.c). */
+  size_t cap = nbytes < ((uint64_t)1 << 20) ? (size_t)nbytes : (size_t)1 << 20;
+  out->data = core_alloc(cap ? cap : 1);
   if (!out->data) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
-  k = gz_read_all(f, out->data, (size_t)nbytes, &zerr);
-  if (k < 0) {
-    rc = core_error(KILN_ERR_FORMAT, "'%s': corrupt gzip data: %s", path, zerr);
-    goto done;
+  k = 0;
+  for (;;) {
+    int64_t got = gz_read_all(f, out->data + k, cap - (size_t)k, &zerr);
+    if (got < 0) {
+      rc = core_error(KILN_ERR_FORMAT, "'%s': corrupt gzip data: %s", path, zerr);
+      goto done;
+    }
+    k += got;
+    if ((size_t)k < cap || (uint64_t)k == nbytes) break; /* the end, or all of it */
+    size_t grow = (uint64_t)cap * 2 < nbytes ? cap * 2 : (size_t)nbytes;
+    unsigned char *d = core_realloc(out->data, grow);
+    if (!d) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
+    out->data = d;
+    cap = grow;
   }
   if ((uint64_t)k < nbytes) {
     char s[96];

@@ -143,15 +143,6 @@ static inline void store_conv(void *dst, kiln_dtype dt, int64_t i, double v) {
   }
 }
 
-static inline double load_conv(const char *src, kiln_dtype dt) {
-  switch (dt) {
-  case KILN_DTYPE_F32: return *(const float *)src;
-  case KILN_DTYPE_F64: return *(const double *)src;
-  case KILN_DTYPE_I64: return (double)*(const int64_t *)src;
-  default: return *(const bool *)src ? 1.0 : 0.0;
-  }
-}
-
 void op_ew_operand_init(ew_operand *o, const kiln_tensor *t, int ndim, const int64_t *shape) {
   o->base = core_data(t);
   o->dtype = t->dtype;

@@ -307,7 +307,9 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
 
 DEF_RED(f32, float, double, f, RED_ISNAN_F, NAN)
 DEF_RED(f64, double, double, f, RED_ISNAN_F, NAN)
-DEF_RED(i64, int64_t, int64_t, i, RED_ISNAN_I, 0)
+/* int64 sums accumulate in uint64: they wrap as PyTorch's do, without C's
+ * undefined behaviour on signed overflow */
+DEF_RED(i64, int64_t, uint64_t, i, RED_ISNAN_I, 0)
 
 static void run_item(const red_plan *p, int64_t item, int64_t r0, int64_t r1, r_val *pv,
                      int64_t *pi) {

@@ -79,7 +79,7 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
       _Pragma("omp simd")                                                         \
       for (int64_t k = 0; k < w; k++) {                                           \
         T v = xj[k];                                                              \
-        mx[k] = (v > mx[k]) | (v != v) ? v : mx[k];                               \
+        mx[k] = ((v > mx[k]) | (v != v)) ? v : mx[k];                               \
       }                                                                           \
     }                                                                             \
     for (int64_t j = 0; j < n; j++) {                                             \

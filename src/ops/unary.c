@@ -13,15 +13,13 @@
  * "not implemented for dtype". FLOAT_ONLY ops get integer inputs already
  * promoted to float32, so they have only F32/F64 tiles. */
 
-static inline int64_t wrap_neg(int64_t a) { return (int64_t)(0u - (uint64_t)a); }
-static inline int64_t wrap_abs(int64_t a) { return a < 0 ? wrap_neg(a) : a; }
 
 TILE_UNARY(neg_f32, float, float, -a)
 TILE_UNARY(neg_f64, double, double, -a)
-TILE_UNARY(neg_i64, int64_t, int64_t, wrap_neg(a))
+TILE_UNARY(neg_i64, int64_t, int64_t, core_wrap_neg(a))
 TILE_UNARY(abs_f32, float, float, fabsf(a))
 TILE_UNARY(abs_f64, double, double, fabs(a))
-TILE_UNARY(abs_i64, int64_t, int64_t, wrap_abs(a))
+TILE_UNARY(abs_i64, int64_t, int64_t, core_wrap_abs(a))
 /* sign(NaN) is 0, as PyTorch's (0 < a) - (a < 0). */
 TILE_UNARY(sign_f32, float, float, (float)((0.0f < a) - (a < 0.0f)))
 TILE_UNARY(sign_f64, double, double, (double)((0.0 < a) - (a < 0.0)))

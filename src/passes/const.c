@@ -135,11 +135,6 @@ static pass_const ci(int64_t i) { return (pass_const){.tag = PASS_C_INT, .i = i}
 static pass_const cf(double f) { return (pass_const){.tag = PASS_C_FLOAT, .f = f}; }
 static pass_const cb(bool b) { return (pass_const){.tag = PASS_C_BOOL, .b = b}; }
 
-/* Wrapping int64 arithmetic (the interpreter's overflow is C's; folding
- * must not be undefined behaviour itself). */
-static int64_t wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
-static int64_t wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
-static int64_t wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
 
 /* A double that converts to int64 without undefined behaviour. */
 static bool fits_i64(double d) { return isfinite(d) && d >= -9223372036854775808.0 && d < 9223372036854775808.0; }
@@ -191,9 +186,9 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
   if (!is_num(a) || !is_num(b)) return 0;
   bool ints = is_intlike(a) && is_intlike(b);
   switch (prim) {
-  case IR_PRIM_ADD: *out = ints ? ci(wrap_add(ival(a), ival(b))) : cf(num(a) + num(b)); return 1;
-  case IR_PRIM_SUB: *out = ints ? ci(wrap_sub(ival(a), ival(b))) : cf(num(a) - num(b)); return 1;
-  case IR_PRIM_MUL: *out = ints ? ci(wrap_mul(ival(a), ival(b))) : cf(num(a) * num(b)); return 1;
+  case IR_PRIM_ADD: *out = ints ? ci(core_wrap_add(ival(a), ival(b))) : cf(num(a) + num(b)); return 1;
+  case IR_PRIM_SUB: *out = ints ? ci(core_wrap_sub(ival(a), ival(b))) : cf(num(a) - num(b)); return 1;
+  case IR_PRIM_MUL: *out = ints ? ci(core_wrap_mul(ival(a), ival(b))) : cf(num(a) * num(b)); return 1;
   case IR_PRIM_DIV:
     if (num(b) == 0) return 0; /* ZeroDivisionError at run time */
     *out = cf(num(a) / num(b));
@@ -201,11 +196,7 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
   case IR_PRIM_FLOORDIV:
     if (num(b) == 0) return 0;
     if (ints) {
-      int64_t x = ival(a), y = ival(b);
-      if (x == INT64_MIN && y == -1) return 0; /* overflow: leave it to run time */
-      int64_t q = x / y;
-      if ((x % y != 0) && ((x < 0) != (y < 0))) q--;
-      *out = ci(q);
+      *out = ci(core_int_floordiv(ival(a), ival(b))); /* Note [Int semantics] */
     } else {
       *out = cf(floor(num(a) / num(b)));
     }
@@ -213,11 +204,7 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
   case IR_PRIM_REMAINDER:
     if (num(b) == 0) return 0;
     if (ints) {
-      int64_t x = ival(a), y = ival(b);
-      if (x == INT64_MIN && y == -1) return 0;
-      int64_t r = x % y;
-      if (r != 0 && ((r < 0) != (y < 0))) r += y;
-      *out = ci(r);
+      *out = ci(core_int_remainder(ival(a), ival(b)));
     } else {
       double x = num(a), y = num(b), r = fmod(x, y);
       if (r != 0 && ((r < 0) != (y < 0))) r += y;
@@ -226,15 +213,7 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
     return 1;
   case IR_PRIM_POW:
     if (ints && ival(b) >= 0) {
-      int64_t base = ival(a), e = ival(b), r = 1;
-      /* the interpreter multiplies e times; bases other than -1, 0, 1
-       * overflow long before 64 steps, so big exponents stay unfolded */
-      if (e > 64 && base != 0 && base != 1 && base != -1) return 0;
-      if (base == 0 || base == 1) r = e == 0 ? 1 : base;
-      else if (base == -1) r = (e & 1) ? -1 : 1;
-      else
-        for (; e > 0; e--) r = wrap_mul(r, base);
-      *out = ci(r);
+      *out = ci(core_int_pow(ival(a), ival(b)));
     } else {
       *out = cf(pow(num(a), num(b)));
     }
@@ -273,13 +252,12 @@ static int unary(int prim, const pass_const *a, pass_const *out) {
   double x = num(a);
   switch (prim) {
   case IR_PRIM_NEG:
-    *out = a->tag == PASS_C_FLOAT ? cf(-a->f) : ci(wrap_sub(0, ival(a)));
+    *out = a->tag == PASS_C_FLOAT ? cf(-a->f) : ci(core_wrap_neg(ival(a)));
     return 1;
   case IR_PRIM_ABS:
   case IR_PRIM_ABS_NUM:
     if (a->tag == PASS_C_FLOAT) *out = cf(fabs(a->f));
-    else if (ival(a) == INT64_MIN) return 0;
-    else *out = ci(ival(a) < 0 ? -ival(a) : ival(a));
+    else *out = ci(core_wrap_abs(ival(a)));
     return 1;
   case IR_PRIM_FLOOR:
   case IR_PRIM_CEIL: {
@@ -334,16 +312,12 @@ int pass_const_eval(ir_graph *g, int prim, const pass_const *in, int n_in, pass_
     if (n_in != 3 || !is_intlike(&in[0]) || !is_intlike(&in[1]) || !is_intlike(&in[2])) return 0;
     int64_t lo = ival(&in[0]), hi = ival(&in[1]), step = ival(&in[2]);
     if (step == 0) return 0; /* ValueError at run time */
-    /* the interpreter's formula, folded only where it cannot overflow */
-    if (fabs((double)hi - (double)lo) + fabs((double)step) > 4e18) return 0;
-    int64_t n = step > 0 ? (hi > lo ? (hi - lo + step - 1) / step : 0)
-                         : (lo > hi ? (lo - hi - step - 1) / -step : 0);
-    *out = ci(n);
+    *out = ci(core_range_length(lo, hi, step));
     return 1;
   }
   case IR_PRIM_DERIVE_INDEX:
     if (n_in != 3 || !is_intlike(&in[0]) || !is_intlike(&in[1]) || !is_intlike(&in[2])) return 0;
-    *out = ci(wrap_add(ival(&in[1]), wrap_mul(ival(&in[0]), ival(&in[2]))));
+    *out = ci(core_wrap_add(ival(&in[1]), core_wrap_mul(ival(&in[0]), ival(&in[2]))));
     return 1;
   case IR_PRIM_EQ:
   case IR_PRIM_NE: {

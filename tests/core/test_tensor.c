@@ -29,6 +29,15 @@ TEST(tensor_bad_shapes) {
   CHECK(kiln_zeros(9, many, KILN_DTYPE_F32) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "at most 8");
   CHECK(kiln_arange(0, 1, 0, KILN_DTYPE_F32) == NULL);
+  /* empty, but its strides would overflow int64 (found by the IDX fuzz
+   * target): refused rather than undefined behaviour */
+  int64_t wide[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40};
+  CHECK(kiln_zeros(3, wide, KILN_DTYPE_F32) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "too large");
+  int64_t fine[3] = {(int64_t)1 << 40, 0, 3};
+  kiln_tensor *e = kiln_zeros(3, fine, KILN_DTYPE_F32);
+  CHECK(e && kiln_tensor_numel(e) == 0);
+  kiln_release(e);
 }
 
 TEST(promotion_rules) {

@@ -105,6 +105,15 @@ TEST(nn_idx_malformed_files_named_in_errors) {
     CHECK(nn_fixture_write_idx(p, gz, 0x08, 2, (uint32_t[]){2, 5}, data, 12) == 0);
     expect_idx_error(p, "more data than shape [2, 5] holds (10 bytes)");
   }
+  /* a 12-byte file whose header claims 4 x 2^16 x 2^16 doubles (128 GiB):
+   * found by the IDX fuzz target, which saw the reader allocate it all
+   * before reading. Memory grows with the data actually there. */
+  for (int gz = 0; gz < 2; gz++) {
+    p = tmp_file(&t, gz ? "huge.gz" : "huge");
+    CHECK(nn_fixture_write_idx(p, gz, 0x0E, 3, (uint32_t[]){4, 65536, 65536}, data, 12) == 0);
+    expect_idx_error(p, "truncated: shape [4, 65536, 65536] needs 137438953472 data bytes, "
+                        "the file has 12");
+  }
   /* a corrupt gzip stream: flip bytes in the compressed data */
   p = tmp_file(&t, "bad.gz");
   unsigned char big[4000];

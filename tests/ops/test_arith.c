@@ -98,3 +98,25 @@ TEST(arith_int64_exact_through_strides_and_scalars) {
   CHECK(d[2] == 2 + big + 7);
   kiln_scope_end();
 }
+
+/* int64 arithmetic wraps around as PyTorch's does (two's complement), with
+ * no undefined behaviour: the sanitizer build checks this. Found by the
+ * .npy fuzz target (summing an int64 file). */
+TEST(arith_int64_overflow_wraps) {
+  kiln_scope_begin();
+  int64_t av[3] = {INT64_MAX, INT64_MIN, (int64_t)1 << 62}, bv[3] = {1, 1, 4}, n = 3;
+  kiln_tensor *a = kiln_from_data(av, 1, &n, KILN_DTYPE_I64);
+  kiln_tensor *b = kiln_from_data(bv, 1, &n, KILN_DTYPE_I64);
+  const int64_t *s = kiln_tensor_data(kiln_contiguous(kiln_add(a, b)));
+  const int64_t *d = kiln_tensor_data(kiln_contiguous(kiln_sub(a, b)));
+  const int64_t *m = kiln_tensor_data(kiln_contiguous(kiln_mul(a, b)));
+  CHECK(s && s[0] == INT64_MIN && s[1] == INT64_MIN + 1 && s[2] == ((int64_t)1 << 62) + 4);
+  CHECK(d && d[0] == INT64_MAX - 1 && d[1] == INT64_MAX);
+  CHECK(m && m[0] == INT64_MAX && m[1] == INT64_MIN && m[2] == 0);
+  /* torch.tensor([2**63-1, 2**63-1, 2]).sum() == 0 */
+  int64_t cv[3] = {INT64_MAX, INT64_MAX, 2};
+  kiln_tensor *total = kiln_sum(kiln_from_data(cv, 1, &n, KILN_DTYPE_I64), NULL, 0, false);
+  CHECK(total && kiln_tensor_dtype(total) == KILN_DTYPE_I64 &&
+        *(const int64_t *)kiln_tensor_data(total) == 0);
+  kiln_scope_end();
+}

@@ -66,6 +66,15 @@ TEST(pass_fold_matches_interpreter) {
       {"int[] = prim::Constant[value=[4, 5, 6]]", "int = prim::Constant[value=-1]", "aten::__getitem__", "int", true},
       {"int[] = prim::Constant[value=[4, 5, 6]]", "int = prim::Constant[value=3]", "aten::__getitem__", "int", false},
       {"int[] = prim::Constant[value=[4, 5]]", "int[] = prim::Constant[value=[4, 5]]", "aten::eq", "bool", true},
+      /* int64 wraps around (two's complement) in both, never C's undefined
+       * behaviour or a SIGFPE; pow squares (a huge exponent is no hang) */
+      {"int = prim::Constant[value=9223372036854775807]", "int = prim::Constant[value=1]", "aten::add", "int", true},
+      {"int = prim::Constant[value=-9223372036854775808]", "int = prim::Constant[value=1]", "aten::sub", "int", true},
+      {"int = prim::Constant[value=4611686018427387904]", "int = prim::Constant[value=4]", "aten::mul", "int", true},
+      {"int = prim::Constant[value=-9223372036854775808]", "int = prim::Constant[value=-1]", "aten::floordiv", "int", true},
+      {"int = prim::Constant[value=-9223372036854775808]", "int = prim::Constant[value=-1]", "aten::remainder", "int", true},
+      {"int = prim::Constant[value=3]", "int = prim::Constant[value=1000000000000000000]", "aten::pow", "Scalar", true},
+      {"int = prim::Constant[value=-1]", "int = prim::Constant[value=1000000000000000001]", "aten::pow", "Scalar", true},
   };
   static const struct {
     const char *a, *kind, *out;
@@ -83,6 +92,8 @@ TEST(pass_fold_matches_interpreter) {
       {"float = prim::Constant[value=0.]", "aten::Bool", "bool"},
       {"int[] = prim::Constant[value=[3, 1, 2]]", "aten::len", "int"},
       {"int[] = prim::Constant[value=[3, 1, 2]]", "prim::min", "int"},
+      {"int = prim::Constant[value=-9223372036854775808]", "aten::neg", "Scalar"},
+      {"int = prim::Constant[value=-9223372036854775808]", "aten::abs", "Scalar"},
   };
   char text[1024];
   int n_cases = (int)(sizeof cases / sizeof *cases), n_unary = (int)(sizeof unary / sizeof *unary);
@@ -288,4 +299,47 @@ TEST(pass_fold_is_none_by_type) {
             "  %g : (bool, bool, bool, bool) = prim::TupleConstruct(%9, %10, %c, %d)\n"
             "  return (%g)\n",
             2);
+}
+
+/* len(range(lo, hi, step)) folded and interpreted alike, exactly, for
+ * extreme int64 bounds (Python's answers, clamped to INT64_MAX). */
+TEST(pass_fold_range_length_extremes) {
+  static const struct {
+    int64_t lo, hi, step, want;
+  } cases[] = {
+      {0, 10, 3, 4},
+      {10, 0, -3, 4},
+      {INT64_MIN, INT64_MAX, INT64_MAX, 3},
+      {INT64_MAX, INT64_MIN, INT64_MIN, 2},
+      {INT64_MIN, INT64_MAX, 1, INT64_MAX},
+      {-5, 5, INT64_MIN, 0},
+      {5, -5, INT64_MAX, 0},
+  };
+  char text[512];
+  for (int i = 0; i < (int)(sizeof cases / sizeof *cases); i++) {
+    snprintf(text, sizeof text,
+             "graph():\n  %%a : int = prim::Constant[value=%lld]()\n"
+             "  %%b : int = prim::Constant[value=%lld]()\n"
+             "  %%c : int = prim::Constant[value=%lld]()\n"
+             "  %%r : int = aten::__range_length(%%a, %%b, %%c)\n  return (%%r)\n",
+             (long long)cases[i].lo, (long long)cases[i].hi, (long long)cases[i].step);
+    ir_graph *g = th_parse(text), *orig = th_parse(text);
+    exec_value got[1];
+    if (orig && th_run(orig, NULL, got, 1) == 1) {
+      CHECK_MSG(got[0].tag == EXEC_V_INT && got[0].i == cases[i].want, "case %d: ran %lld", i,
+                (long long)got[0].i);
+      exec_value_clear(&got[0]);
+    } else {
+      CHECK_MSG(false, "case %d: %s", i, kiln_last_error());
+    }
+    if (g && pass_constant_fold(g) == 1 && th_run(g, NULL, got, 1) == 1) {
+      CHECK_MSG(got[0].tag == EXEC_V_INT && got[0].i == cases[i].want, "case %d: folded %lld", i,
+                (long long)got[0].i);
+      exec_value_clear(&got[0]);
+    } else {
+      CHECK_MSG(false, "case %d: did not fold: %s", i, kiln_last_error());
+    }
+    ir_graph_free(g);
+    ir_graph_free(orig);
+  }
 }
