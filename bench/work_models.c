@@ -147,8 +147,10 @@ static int mlp_sgd(void) {
   for (int i = 0; i < 6 && rc == 0; i++) {
     kiln_tensor *g = kiln_tensor_grad(M.p[i]);
     if (!g) rc = -1;
-    if (rc == 0) rc = kiln_copy_(M.buf[i], kiln_add(kiln_mul_scalar(M.buf[i], MLP_MOMENTUM), g));
-    if (rc == 0) rc = kiln_copy_(M.p[i], kiln_sub(M.p[i], kiln_mul_scalar(M.buf[i], MLP_LR)));
+    /* torch.optim.SGD's update: buf.mul_(momentum).add_(g); p.add_(buf, alpha=-lr) */
+    if (rc == 0) rc = kiln_mul_scalar_(M.buf[i], MLP_MOMENTUM);
+    if (rc == 0) rc = kiln_add_(M.buf[i], g, 1.0);
+    if (rc == 0) rc = kiln_add_(M.p[i], M.buf[i], -MLP_LR);
     kiln_tensor_set_grad(M.p[i], NULL);
   }
   kiln_no_grad_end();

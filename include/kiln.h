@@ -225,6 +225,14 @@ KILN_API kiln_tensor *kiln_minimum(kiln_tensor *a, kiln_tensor *b);
 KILN_API kiln_tensor *kiln_add_scalar(kiln_tensor *a, double s);
 KILN_API kiln_tensor *kiln_sub_scalar(kiln_tensor *a, double s);
 KILN_API kiln_tensor *kiln_mul_scalar(kiln_tensor *a, double s);
+/* In place, as PyTorch's add_/mul_: self += alpha * other, self *= other,
+ * self *= s (other broadcasts to self; the result keeps self's dtype).
+ * Not recorded by autograd: refused when self requires grad and grad mode
+ * is on (use them under no_grad, as optimizers do). Lazy tensors record
+ * the op. KILN_OK or a negative kiln_status with the error set. */
+KILN_API kiln_status kiln_add_(kiln_tensor *self, kiln_tensor *other, double alpha);
+KILN_API kiln_status kiln_mul_(kiln_tensor *self, kiln_tensor *other);
+KILN_API kiln_status kiln_mul_scalar_(kiln_tensor *self, double s);
 KILN_API kiln_tensor *kiln_div_scalar(kiln_tensor *a, double s);
 KILN_API kiln_tensor *kiln_pow_scalar(kiln_tensor *a, double exponent);
 /* Comparisons give bool tensors. */

@@ -3,9 +3,11 @@
  * schedules.
  *
  * Note [Recordable steps]: every update is "state = f(state, grad)"
- * computed with ordinary ops and stored with kiln_copy_ under no_grad. On
- * lazy parameters that records the update into the step's graph and binds
- * the parameter to the new value without changing its identity. The
+ * computed with ordinary ops and stored with kiln_copy_ (or an in-place
+ * add_/mul_, which on the CPU writes straight into the state) under
+ * no_grad. On lazy parameters that records the update into the step's
+ * graph and binds the parameter to the new value without changing its
+ * identity. The
  * numbers that vary between steps (lr, Adam's bias corrections) enter
  * through the *_scalar ops: lazy tensors take Scalars as 0-d device data,
  * so a new learning rate is new data, not a new graph. Buffers start as
@@ -116,11 +118,16 @@ static int update(kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor **
     kiln_tensor *d = g;
     if (o->weight_decay > 0) d = kiln_add(d, kiln_mul_scalar(p, o->weight_decay));
     if (op->n_bufs) {
-      rc = kiln_copy_(buf[0], kiln_add(kiln_mul_scalar(buf[0], o->momentum), d));
+      /* buf = buf * momentum + d, in place (Note [In place]: on the CPU
+       * two passes over buf, no temporaries) */
+      rc = kiln_mul_scalar_(buf[0], o->momentum);
+      if (rc == 0) rc = kiln_add_(buf[0], d, 1.0);
       if (rc < 0) return rc;
       d = o->nesterov ? kiln_add(d, kiln_mul_scalar(buf[0], o->momentum)) : buf[0];
     }
-    return kiln_copy_(p, kiln_sub(p, kiln_mul_scalar(d, o->lr)));
+    /* p += (-lr) * d with lr as data (a new lr is not a new lazy graph);
+     * the same rounding as p - lr * d */
+    return kiln_add_(p, kiln_mul_scalar(d, -o->lr), 1.0);
   }
   /* Adam(W), as torch.optim's single-tensor implementation */
   double t = (double)op->steps;

@@ -3,6 +3,8 @@
  * in-place branch, ...). Each decomposes into other ops of the table, so it
  * needs no kernel or derivative of its own; reciprocal is a plain
  * elementwise op. */
+#include <string.h>
+
 #include "tile.h"
 
 /* ---- reciprocal ----------------------------------------------------------- */
@@ -98,10 +100,40 @@ static int in_place(int op, const op_val *a, int n_args, const char *name, kiln_
                       "%s: in-place ops on tensors that require grad are not supported; "
                       "use the out-of-place op",
                       name);
+  /* Note [In place]: on the CPU, an elementwise op whose result has self's
+   * shape and dtype writes straight into a contiguous self (one pass, no
+   * temporary), as long as no other argument overlaps self differently
+   * (reading element i and writing element i is safe; anything else
+   * takes the functional op and a copy). */
+  bool direct = self->device == CORE_DEVICE_CPU && (op_table[op].flags & OPF_ELEMENTWISE) &&
+                core_is_contiguous(self);
+  for (int i = 1; i < n_args && direct; i++) {
+    if (a[i].tag != OP_VAL_TENSOR) continue;
+    const kiln_tensor *o = a[i].t;
+    direct = o->device == CORE_DEVICE_CPU &&
+             (o->storage != self->storage ||
+              (o->offset == self->offset && o->ndim == self->ndim &&
+               !memcmp(o->shape, self->shape, (size_t)o->ndim * sizeof *o->shape) &&
+               !memcmp(o->strides, self->strides, (size_t)o->ndim * sizeof *o->strides)));
+  }
+  if (direct) {
+    if (op_call_into(op, a, n_args, self) == 0) {
+      outs[0] = core_autorelease(kiln_retain(self));
+      return outs[0] ? 1 : KILN_ERR_NOMEM;
+    }
+    kiln_clear_error(); /* e.g. a wider result dtype: the general path */
+  }
   kiln_tensor *r = op_call1(op, a, n_args);
   if (!r || kiln_copy_(self, r) < 0) return -1;
   outs[0] = core_autorelease(kiln_retain(self));
   return outs[0] ? 1 : KILN_ERR_NOMEM;
+}
+
+int op_add__decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return in_place(KILN_OP_ADD, a, 3, "aten::add_", outs);
+}
+int op_mul__decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return in_place(KILN_OP_MUL, a, 2, "aten::mul_", outs);
 }
 
 int op_relu__decompose(const op_val *a, int n, kiln_tensor **outs, int max) {

@@ -67,3 +67,56 @@ TEST(aliases_values) {
   CHECK_STR_CONTAINS(kiln_last_error(), "in-place");
   kiln_scope_end();
 }
+
+/* add_/mul_ (Note [In place]): values written into self, broadcasting,
+ * self's dtype kept, one pass when self is contiguous, the functional op
+ * and a copy when another argument overlaps self differently, autograd
+ * refused, lazy tensors recorded. Values computed by hand. */
+TEST(aliases_add_mul_in_place) {
+  kiln_scope_begin();
+  double v[6] = {1, -2, 3, -4, 5, 0.5}, r[3] = {10, 20, 30};
+  kiln_tensor *x = kiln_from_data(v, 2, S23, KILN_DTYPE_F64);
+  kiln_tensor *row = kiln_from_data(r, 1, S3, KILN_DTYPE_F64);
+  uint32_t ver = x->storage->version;
+  const void *data = kiln_tensor_data(x);
+  CHECK(kiln_add_(x, row, 0.5) == KILN_OK); /* x += 0.5 * [10, 20, 30] */
+  double want[6] = {6, 8, 18, 1, 15, 15.5};
+  for (int i = 0; i < 6; i++) CHECK_NEAR(core_get_flat(x, i), want[i], 0);
+  CHECK(kiln_tensor_data(x) == data && x->storage->version > ver);
+  CHECK(kiln_mul_scalar_(x, 2.0) == KILN_OK);
+  CHECK(kiln_mul_(x, x) == KILN_OK); /* the same view: elementwise, safe */
+  CHECK_NEAR(core_get_flat(x, 0), 144, 0);
+  CHECK_NEAR(core_get_flat(x, 5), 961, 0);
+  /* other overlaps self shifted by one element: must read the old values */
+  double w[4] = {1, 2, 3, 4};
+  int64_t n4 = 4, n3 = 3;
+  kiln_tensor *base = kiln_from_data(w, 1, &n4, KILN_DTYPE_F64);
+  kiln_tensor *lo = kiln_narrow(base, 0, 0, 3), *hi = kiln_narrow(base, 0, 1, 3);
+  CHECK(lo && hi && kiln_tensor_size(lo, 0) == n3);
+  CHECK(kiln_add_(hi, lo, 1.0) == KILN_OK); /* [1, 2, 3, 4] -> [1, 3, 5, 7] */
+  double wv[4] = {1, 3, 5, 7};
+  for (int i = 0; i < 4; i++) CHECK_NEAR(core_get_flat(base, i), wv[i], 0);
+  /* an int64 self stays int64: x += 0.5 * 3 truncates as PyTorch's add_ */
+  int64_t iv[2] = {1, 2}, n2 = 2;
+  kiln_tensor *xi = kiln_from_data(iv, 1, &n2, KILN_DTYPE_I64);
+  CHECK(kiln_mul_scalar_(xi, 3.0) == KILN_OK);
+  CHECK(kiln_tensor_dtype(xi) == KILN_DTYPE_I64);
+  CHECK_NEAR(core_get_flat(xi, 1), 6, 0);
+  /* self cannot grow by broadcasting */
+  CHECK(kiln_add_(row, x, 1.0) < 0);
+  /* autograd */
+  kiln_tensor *p = kiln_clone(x);
+  kiln_set_requires_grad(p, true);
+  CHECK(kiln_mul_scalar_(p, 2.0) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "in-place");
+  kiln_no_grad_begin();
+  CHECK(kiln_mul_scalar_(p, 2.0) == KILN_OK);
+  kiln_no_grad_end();
+  CHECK_NEAR(core_get_flat(p, 0), 288, 0);
+  /* lazy: recorded, then the same values */
+  kiln_tensor *lz = kiln_to_lazy(kiln_from_data(v, 2, S23, KILN_DTYPE_F64));
+  CHECK(kiln_add_(lz, kiln_to_lazy(row), 0.5) == KILN_OK);
+  kiln_tensor *back = kiln_to_cpu(lz);
+  for (int i = 0; back && i < 6; i++) CHECK_NEAR(core_get_flat(back, i), want[i], 0);
+  kiln_scope_end();
+}
