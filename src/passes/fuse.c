@@ -6,7 +6,8 @@
  *           with prim::FusionGroup_0 = graph(%x, %a, %b): ... return (%5)
  * A node joins when its operands are tensors or numbers, its other
  * arguments are constants (they are copied in), and it reads a result of
- * the run or a tensor the run reads (so a group is one broadcast family). Runs of fewer than two ops
+ * the run or a tensor the run reads (so a group is one broadcast family),
+ * or its profiled shape is a run member's (Note [Horizontal fusion]). Runs of fewer than two ops
  * stay as they are. Fusion never changes what a graph computes: a group
  * whose inputs require grad runs unfused (Note [Fused tiles]). */
 #include <string.h>
@@ -32,6 +33,20 @@ static bool fusible(const ir_node *n) {
       return false;
     }
   }
+  return true;
+}
+
+/* Note [Horizontal fusion]: independent ops join a run when their profiled
+ * outputs have the same complete shape (the four gates of an LSTM cell):
+ * they then share one index space and one pass. Nothing depends on the
+ * profile being right: the fused executor computes each step's own shape
+ * at run time and runs the group unfused when an output's shape differs
+ * from the group's index space or the inputs do not broadcast. */
+static bool same_space(const ir_node *a, const ir_node *b) {
+  const ir_type *x = a->outputs[0]->type, *y = b->outputs[0]->type;
+  if (x->ndim < 1 || x->ndim != y->ndim || !x->sizes || !y->sizes) return false;
+  for (int d = 0; d < x->ndim; d++)
+    if (x->sizes[d] < 0 || x->sizes[d] != y->sizes[d]) return false;
   return true;
 }
 
@@ -141,6 +156,7 @@ static int fuse_block(ir_graph *g, ir_block *b) {
         else if (v->type->kind == IR_TYPE_TENSOR)              /* shares an input */
           for (int u = 0; u < v->n_uses && !connected; u++) connected = in_run(&r, v->uses[u].user);
       }
+      for (int i = 0; i < r.n && !connected; i++) connected = same_space(r.v[i], n);
       if (!connected || r.n == MAX_GROUP) {
         if ((rc = flush(g, &r)) < 0) return rc;
         made += rc;

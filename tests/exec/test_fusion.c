@@ -239,3 +239,44 @@ TEST(fusion_in_training_graphs_and_shape_polymorphic) {
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+/* Note [Horizontal fusion]: independent ops with the same profiled shape
+ * join one group; at run time the group still gives exactly the unfused
+ * values and shapes when the inputs' shapes differ from the profile (an
+ * output narrower than the index space sends it down the unfused path). */
+TEST(fusion_horizontal_same_shape) {
+  static const char *text = "graph(%x : Float(4, 3, device=cpu),\n"
+                            "      %y : Float(4, 3, device=cpu)):\n"
+                            "  %a : Float(4, 3, device=cpu) = aten::sigmoid(%x)\n"
+                            "  %b : Float(4, 3, device=cpu) = aten::tanh(%y)\n"
+                            "  %c : Float(4, 3, device=cpu) = aten::mul(%a, %b)\n"
+                            "  return (%a, %b, %c)\n";
+  kiln_scope_begin();
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  CHECK(g && pass_fuse(g) == 1);
+  char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
+  CHECK_STR_CONTAINS(t, "= prim::FusionGroup_0(%x, %y)");
+  core_free(t);
+  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  kiln_generator *gen = kiln_generator_new(4);
+  const int64_t shapes[3][2][2] = {{{4, 3}, {4, 3}}, {{4, 3}, {1, 3}}, {{1, 3}, {5, 3}}};
+  for (int k = 0; k < 3 && c; k++) {
+    kiln_tensor *x = kiln_randn(2, shapes[k][0], KILN_DTYPE_F32, gen);
+    kiln_tensor *y = kiln_randn(2, shapes[k][1], KILN_DTYPE_F32, gen);
+    exec_value in[2] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = y}};
+    exec_value out[3] = {{0}};
+    CHECK_MSG(exec_code_run(c, in, out) == 0, "shapes %d: %s", k, kiln_last_error());
+    kiln_tensor *a = kiln_sigmoid(x), *b = kiln_tanh(y), *want[3] = {a, b, kiln_mul(a, b)};
+    for (int o = 0; o < 3; o++) {
+      CHECK_MSG(out[o].tag == EXEC_V_TENSOR && kiln_tensor_ndim(out[o].t) == 2 &&
+                    kiln_tensor_size(out[o].t, 0) == kiln_tensor_size(want[o], 0),
+                "shapes %d output %d", k, o);
+      if (out[o].tag == EXEC_V_TENSOR) compare_bitwise("horizontal", out[o].t, want[o]);
+      exec_value_clear(&out[o]);
+    }
+  }
+  exec_code_free(c);
+  ir_graph_free(g);
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
