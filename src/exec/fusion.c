@@ -61,6 +61,7 @@ struct fused_group {
   int n_steps;
   int *out_step;
   exec_code *plain;
+  bool dyn_attrs; /* a step reads an attribute (alpha, a slope) from an input */
 };
 
 void fused_group_free(void *p) {
@@ -149,7 +150,10 @@ fused_group *fused_group_new(const ir_graph *sub) {
     s->n_args = n->n_inputs;
     for (int a = 0; a < n->n_inputs && rc == 0; a++) {
       int id = n->inputs[a]->id;
-      if (input_of[id] >= 0) s->args[a] = (fsrc){.kind = SRC_INPUT, .index = input_of[id]};
+      if (input_of[id] >= 0) {
+        s->args[a] = (fsrc){.kind = SRC_INPUT, .index = input_of[id]};
+        if (a >= op_table[n->op].n_operands) f->dyn_attrs = true;
+      }
       else if (step_of[id] >= 0) s->args[a] = (fsrc){.kind = SRC_STEP, .index = step_of[id]};
       else if (const_of_val[id]) {
         s->args[a].kind = SRC_CONST;
@@ -375,11 +379,32 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   }
   fkernel *kn = kernel_for(f, in);
   if (!kn) return -1;
+  /* Note [Run-time attributes]: a number input in an attribute position
+   * (lazy tensors record add's alpha = -lr as data) is read per call; the
+   * cached kernel holds the values of the call that built it. */
+  kstep dyn[FUSION_MAX_STEPS];
+  const kstep *ksteps = kn->steps;
+  if (f->dyn_attrs) {
+    memcpy(dyn, kn->steps, (size_t)f->n_steps * sizeof *dyn);
+    for (int s = 0; s < f->n_steps; s++) {
+      int nin = op_table[f->steps[s].op].n_operands;
+      for (int a = nin; a < f->steps[s].n_args && a - nin < OP_MAX_ATTRS; a++) {
+        const fsrc *src = &f->steps[s].args[a];
+        if (src->kind != SRC_INPUT) continue;
+        op_val v;
+        if (exec_value_as_op(&in[src->index], &v) < 0 || !op_val_is_num(&v))
+          return core_error(KILN_ERR_INVALID, "FusionGroup: %s expects a number for argument %d",
+                            op_table[f->steps[s].op].name, a);
+        dyn[s].attrs.s[a - nin] = op_val_num(&v);
+      }
+    }
+    ksteps = dyn;
+  }
   kiln_tensor *outs[64];
   if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
   memset(outs, 0, sizeof outs);
   for (int o = 0; o < f->n_out; o++) {
-    outs[o] = core_tensor_new(ndim, shape, kn->steps[f->out_step[o]].out);
+    outs[o] = core_tensor_new(ndim, shape, ksteps[f->out_step[o]].out);
     if (!outs[o]) {
       rc = KILN_ERR_NOMEM;
       goto done;
@@ -424,7 +449,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
       } else {
         continue;
       }
-      op_ew_fill(b, kn->steps[s].compute, &v, fill);
+      op_ew_fill(b, ksteps[s].compute, &v, fill);
       pre[s][a] = b;
     }
   }
@@ -459,7 +484,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
       }
       for (int s = 0; s < n_steps; s++) {
         const fstep *st = &f->steps[s];
-        const kstep *ks = &kn->steps[s];
+        const kstep *ks = &ksteps[s];
         const void *opnd[EW_MAX_OPERANDS];
         int nin = op_table[st->op].n_operands;
         for (int a = 0; a < nin; a++) {
@@ -476,7 +501,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
             dt = ops[src->index].dtype;
           } else {
             p = stepbuf + slot * (size_t)src->index;
-            dt = kn->steps[src->index].out;
+            dt = ksteps[src->index].out;
           }
           if (dt != ks->compute) {
             op_ew_convert(cb, ks->compute, p, dt, n);
@@ -487,7 +512,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
         ks->tile(stepbuf + slot * (size_t)s, opnd, n, &ks->attrs);
       }
       for (int o = 0; o < f->n_out; o++) {
-        size_t es = kiln_dtype_size(kn->steps[f->out_step[o]].out);
+        size_t es = kiln_dtype_size(ksteps[f->out_step[o]].out);
         store_tile((char *)core_data(outs[o]) + i0 * (int64_t)es,
                    stepbuf + slot * (size_t)f->out_step[o], (size_t)n * es, stream);
       }

@@ -120,6 +120,7 @@ enum {
   OPF_NO_INT = 1 << 13,     /* no integer/bool kernels (error, not promotion) */
   OPF_NO_SAVE_IN = 1 << 14, /* the formula reads only the inputs' shapes and
                                dtypes: autograd saves metadata, not data */
+  OPF_INPLACE = 1 << 15,    /* writes its first argument ("Tensor(a!) self") */
 };
 
 typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,

@@ -29,8 +29,9 @@ static bool fusible(const ir_node *n) {
       if (t->kind != IR_TYPE_TENSOR && t->kind != IR_TYPE_INT && t->kind != IR_TYPE_FLOAT &&
           t->kind != IR_TYPE_BOOL && t->kind != IR_TYPE_NUMBER)
         return false;
-    } else if (!is_constant(n->inputs[i])) {
-      return false;
+    } else if (!is_constant(n->inputs[i]) && t->kind != IR_TYPE_INT &&
+               t->kind != IR_TYPE_FLOAT && t->kind != IR_TYPE_NUMBER) {
+      return false; /* a number read at run time (Note [Run-time attributes]) is fine */
     }
   }
   return true;
@@ -137,9 +138,48 @@ static int flush(ir_graph *g, run *r) {
   return rc;
 }
 
+/* The node of block b that holds n (n itself, or the block-owning node
+ * n is nested in), or NULL. */
+static ir_node *ancestor_in(ir_block *b, ir_node *n) {
+  while (n && n->owner != b) n = n->owner && n->owner->owner ? n->owner->owner : NULL;
+  return n;
+}
+
+/* Note [Sinking]: recorded graphs (lazy, differentiated) often compute an
+ * elementwise op long before its only consumer (an optimizer's
+ * buf * momentum sits at the top of a lazy step, its add at the bottom).
+ * Moving each fusible node down to just before its first use is always
+ * legal (its inputs are already defined) and puts producer and consumer
+ * next to each other, where the run-based grouping below sees them. */
+static void sink_fusible(ir_block *b) {
+  for (ir_node *n = b->last, *prev; n; n = prev) {
+    prev = n->prev;
+    if (!fusible(n)) continue;
+    const ir_value *v = n->outputs[0];
+    bool ok = v->n_uses > 0;
+    for (int u = 0; u < v->n_uses && ok; u++) {
+      ir_node *a = ancestor_in(b, v->uses[u].user);
+      ok = a && a != b->ret; /* a use by the block's return: leave n */
+    }
+    if (!ok) continue;
+    /* down to the first node that uses n (or holds a use), but never past
+     * a node that might write a tensor n reads: an in-place op, or a block
+     * (If/Loop) that might hold one */
+    ir_node *first = n->next;
+    for (; first; first = first->next) {
+      bool uses = false;
+      for (int u = 0; u < v->n_uses && !uses; u++) uses = ancestor_in(b, v->uses[u].user) == first;
+      if (uses || first->n_blocks || (first->op >= 0 && (op_table[first->op].flags & OPF_INPLACE)))
+        break;
+    }
+    if (first && first != n->next) ir_node_move_before(n, first);
+  }
+}
+
 static int fuse_block(ir_graph *g, ir_block *b) {
   int made = 0, rc;
   run r = {.n = 0};
+  sink_fusible(b);
   for (ir_node *n = b->first, *next; n; n = next) {
     next = n->next;
     for (int i = 0; i < n->n_blocks; i++) {

@@ -280,3 +280,94 @@ TEST(fusion_horizontal_same_shape) {
   kiln_generator_free(gen);
   kiln_scope_end();
 }
+
+/* Note [Run-time attributes]: add's alpha as a graph input (lazy tensors
+ * record -lr as data) fuses, and each call uses its own alpha, not the one
+ * of the call that built the cached kernel. */
+TEST(fusion_alpha_read_per_call) {
+  static const char *text = "graph(%x : Float(3, device=cpu),\n"
+                            "      %y : Float(3, device=cpu),\n"
+                            "      %alpha : float):\n"
+                            "  %m : Float(3, device=cpu) = aten::mul(%x, %y)\n"
+                            "  %r : Float(3, device=cpu) = aten::add(%x, %m, %alpha)\n"
+                            "  return (%r)\n";
+  kiln_scope_begin();
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  CHECK(g && pass_fuse(g) == 1);
+  char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
+  CHECK_STR_CONTAINS(t, "= prim::FusionGroup_0(%x, %y, %alpha)");
+  core_free(t);
+  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  float xv[3] = {1, 2, 3}, yv[3] = {4, 5, 6};
+  double alphas[3] = {0.5, -2, 3};
+  int64_t n = 3;
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F32);
+  kiln_tensor *y = kiln_from_data(yv, 1, &n, KILN_DTYPE_F32);
+  for (int k = 0; k < 3 && c; k++) {
+    exec_value in[3] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = y},
+                        {.tag = EXEC_V_FLOAT, .f = alphas[k]}};
+    exec_value out[1] = {{0}};
+    CHECK(exec_code_run(c, in, out) == 0);
+    for (int i = 0; out[0].tag == EXEC_V_TENSOR && i < 3; i++) /* x + alpha * x * y */
+      CHECK_NEAR(core_get_flat(out[0].t, i), xv[i] + alphas[k] * xv[i] * yv[i], 0);
+    exec_value_clear(&out[0]);
+  }
+  exec_code_free(c);
+  ir_graph_free(g);
+  kiln_scope_end();
+}
+
+/* Note [Sinking]: a producer far above its consumer moves down and fuses
+ * with it, but never past an in-place op that writes what it reads. */
+TEST(fusion_sinks_producers_but_not_past_writes) {
+  static const char *far = "graph(%x : Float(3, device=cpu),\n"
+                           "      %y : Float(3, device=cpu)):\n"
+                           "  %a : Float(3, device=cpu) = aten::mul(%x, %x)\n"
+                           "  %s : Float(device=cpu) = aten::sum(%y, %none)\n"
+                           "  %c : Float(3, device=cpu) = aten::add(%a, %s, %one)\n"
+                           "  return (%c)\n";
+  static const char *write = "graph(%x : Float(3, device=cpu),\n"
+                             "      %y : Float(3, device=cpu)):\n"
+                             "  %a : Float(3, device=cpu) = aten::mul(%x, %x)\n"
+                             "  %r : Float(3, device=cpu) = aten::relu_(%x)\n"
+                             "  %c : Float(3, device=cpu) = aten::add(%a, %y, %one)\n"
+                             "  return (%c, %r)\n";
+  const char *texts[2] = {far, write};
+  kiln_scope_begin();
+  for (int k = 0; k < 2; k++) {
+    char text[1024];
+    /* the constants first (the sketches above name them) */
+    const char *body = strstr(texts[k], "):\n") + 3;
+    snprintf(text, sizeof text, "%.*s  %%none : NoneType = prim::Constant()\n"
+                                "  %%one : int = prim::Constant[value=1]()\n%s",
+             (int)(body - texts[k]), texts[k], body);
+    ir_graph *g = ir_graph_parse(text, strlen(text));
+    CHECK_MSG(g != NULL, "%s", kiln_last_error());
+    if (!g) continue;
+    int made = pass_fuse(g);
+    char *t = ir_graph_print(g, IR_PRINT_NO_SOURCE);
+    if (k == 0) {
+      CHECK(made == 1);
+      CHECK_STR_CONTAINS(t, "= prim::FusionGroup_0(%x, %s)");
+    } else {
+      CHECK(made == 0); /* mul stays above relu_ */
+      CHECK(t && strstr(t, "aten::mul") < strstr(t, "aten::relu_"));
+    }
+    core_free(t);
+    float xv[3] = {-1, 2, -3}, yv[3] = {10, 20, 30};
+    int64_t n = 3;
+    kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F32);
+    kiln_tensor *y = kiln_from_data(yv, 1, &n, KILN_DTYPE_F32);
+    exec_code *c = exec_compile(g, NULL);
+    exec_value in[2] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = y}};
+    exec_value out[2] = {{0}};
+    CHECK(c && exec_code_run(c, in, out) == 0);
+    for (int i = 0; out[0].tag == EXEC_V_TENSOR && i < 3; i++) /* x*x computed before relu_ */
+      CHECK_NEAR(core_get_flat(out[0].t, i), xv[i] * xv[i] + (k == 0 ? 60 : yv[i]), 0);
+    exec_value_clear(&out[0]);
+    exec_value_clear(&out[1]);
+    exec_code_free(c);
+    ir_graph_free(g);
+  }
+  kiln_scope_end();
+}

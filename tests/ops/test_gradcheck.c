@@ -211,6 +211,9 @@ TEST(op_table_complete) {
     const op_info *info = &op_table[op];
     n_ops++;
     CHECK_MSG(strncmp(info->name, "aten::", 6) == 0, "%s: not an aten name", info->name);
+    /* passes that move nodes (Note [Sinking]) rely on the flag */
+    CHECK_MSG(!(info->flags & OPF_INPLACE) == !strstr(info->schema, "(a!)"),
+              "%s: OPF_INPLACE must mark exactly the schemas that write an argument", info->name);
     if (info->flags & OPF_DECOMPOSES) {
       CHECK_MSG(info->decompose != NULL, "%s: decomposes but has no _decompose", info->name);
       continue;
