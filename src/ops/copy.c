@@ -43,15 +43,37 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
     int si = i - (nd - src->ndim);
     sstr[i] = (si < 0 || src->shape[si] == 1) ? 0 : src->strides[si];
   }
-  int64_t doff = 0, soff = 0;
-  for (int64_t k = 0; k < n; k++) {
+  if (nd == 0) {
+    if (dst->dtype == src->dtype) memcpy(d, s, des);
+    else store_any(d, dst->dtype, load_any(s, src->dtype));
+    return;
+  }
+  /* rows along the last dim (a broadcast bias, a transpose's columns):
+   * typed loops, not an element-sized memcpy per element */
+  int last = nd - 1;
+  int64_t w = dst->shape[last], dst_s = dst->strides[last], src_s = sstr[last];
+  int64_t rows = n / w, doff = 0, soff = 0;
+  for (int64_t r = 0; r < rows; r++) {
     char *dp = d + doff * (int64_t)des;
     const char *sp = s + soff * (int64_t)ses;
-    if (dst->dtype == src->dtype)
-      memcpy(dp, sp, des);
-    else
-      store_any(dp, dst->dtype, load_any(sp, src->dtype));
-    for (int i = nd - 1; i >= 0; i--) {
+    if (dst->dtype != src->dtype) {
+      for (int64_t j = 0; j < w; j++)
+        store_any(dp + j * dst_s * (int64_t)des, dst->dtype,
+                  load_any(sp + j * src_s * (int64_t)ses, src->dtype));
+    } else if (dst_s == 1 && src_s == 1) {
+      memcpy(dp, sp, (size_t)w * des);
+    } else if (des == 4) {
+      uint32_t *o = (uint32_t *)dp;
+      const uint32_t *q = (const uint32_t *)sp;
+      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q[j * src_s];
+    } else if (des == 8) {
+      uint64_t *o = (uint64_t *)dp;
+      const uint64_t *q = (const uint64_t *)sp;
+      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q[j * src_s];
+    } else {
+      for (int64_t j = 0; j < w; j++) memcpy(dp + j * dst_s * (int64_t)des, sp + j * src_s * (int64_t)ses, des);
+    }
+    for (int i = last - 1; i >= 0; i--) { /* the next row's offsets */
       idx[i]++;
       doff += dst->strides[i];
       soff += sstr[i];

@@ -91,3 +91,25 @@ TEST(copy_inplace_broadcast_and_errors) {
   CHECK_NEAR(core_get_flat(dst, 5), 0.5, 0);
   kiln_scope_end();
 }
+
+/* copy_ row by row (the broadcast bias of addmm, transposed views):
+ * a [2, 1, 3] source into a [2, 4, 3] destination and into its transpose,
+ * a column [4, 1] broadcast along the last dim, for 4- and 8-byte dtypes;
+ * every element checked against its index arithmetic. */
+TEST(copy_rows_strided_and_broadcast) {
+  kiln_scope_begin();
+  const kiln_dtype dts[3] = {KILN_DTYPE_F32, KILN_DTYPE_F64, KILN_DTYPE_I64};
+  for (int k = 0; k < 3; k++) {
+    kiln_tensor *src = kiln_view(kiln_arange(0, 6, 1, dts[k]), 3, (int64_t[]){2, 1, 3});
+    kiln_tensor *dst = kiln_zeros(3, (int64_t[]){2, 4, 3}, dts[k]);
+    CHECK(kiln_copy_(dst, src) == KILN_OK);
+    for (int64_t i = 0; i < 24; i++) /* dst[a][b][c] = src[a][0][c] = 3a + c */
+      CHECK_NEAR(core_get_flat(dst, i), 3 * (i / 12) + i % 3, 0);
+    /* into a transposed view: base[c][a] = col[a][0] */
+    kiln_tensor *base = kiln_zeros(2, (int64_t[]){3, 4}, dts[k]);
+    kiln_tensor *col = kiln_view(kiln_arange(10, 14, 1, dts[k]), 2, (int64_t[]){4, 1});
+    CHECK(kiln_copy_(kiln_t(base), col) == KILN_OK);
+    for (int64_t i = 0; i < 12; i++) CHECK_NEAR(core_get_flat(base, i), 10 + i % 4, 0);
+  }
+  kiln_scope_end();
+}
