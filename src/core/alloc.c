@@ -9,11 +9,20 @@
 
 static long alloc_count;     /* allocations since the last core_alloc_fail_at */
 static long alloc_fail_at;   /* 0 = never */
+static size_t alloc_max;     /* 0 = no limit (core_alloc_limit) */
 
 static bool should_fail(void) {
   alloc_count++;
   return alloc_fail_at > 0 && alloc_count == alloc_fail_at;
 }
+
+size_t core_alloc_limit(size_t max_bytes) {
+  size_t old = alloc_max;
+  alloc_max = max_bytes;
+  return old;
+}
+
+static bool too_big(size_t n) { return alloc_max && n > alloc_max; }
 
 long core_alloc_fail_at(long n) {
   long made = alloc_count;
@@ -77,14 +86,15 @@ static void *raw_alloc(size_t n) {
 static size_t small_size(const void *p) { return *(const size_t *)((const char *)p - HDR) * SMALL_STEP; }
 
 void *core_alloc(size_t nbytes) {
-  void *p = should_fail() ? NULL : raw_alloc(nbytes);
+  void *p = should_fail() || too_big(nbytes) ? NULL : raw_alloc(nbytes);
   if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
   return p;
 }
 
 void *core_calloc(size_t n, size_t size) {
   void *p = NULL;
-  if ((!size || n <= SIZE_MAX / size) && !should_fail()) p = raw_alloc(n * size);
+  if ((!size || n <= SIZE_MAX / size) && !should_fail() && !too_big(n * size))
+    p = raw_alloc(n * size);
   if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
   else memset(p, 0, n * size);
   return p;
@@ -94,7 +104,7 @@ void *core_realloc(void *old, size_t nbytes) {
   if (!old) return core_alloc(nbytes);
   size_t have = small_size(old);
   void *p = NULL;
-  if (should_fail()) {
+  if (should_fail() || too_big(nbytes)) {
     p = NULL;
   } else if (have && nbytes <= have) {
     return old; /* the class already holds it */
@@ -115,7 +125,7 @@ void *core_alloc_aligned(size_t nbytes) {
   void *p = NULL;
   /* Round up so vector loops may read a full last 64-byte line. */
   size_t n = (nbytes + 63) & ~(size_t)63;
-  if (should_fail() || posix_memalign(&p, 64, n ? n : 64) != 0) p = NULL;
+  if (should_fail() || too_big(n) || posix_memalign(&p, 64, n ? n : 64) != 0) p = NULL;
   if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
   return p;
 }

@@ -30,6 +30,10 @@ char *core_strdup(const char *s);
 /* Test hook: make the nth allocation from now fail (1 = the next one);
  * 0 disables. Returns the number of allocations made since the last call. */
 long core_alloc_fail_at(long n);
+/* Test hook: every allocation above max_bytes fails (0: no limit; the fuzz
+ * targets cap tensors so that a graph asking for terabytes is an error,
+ * not an out-of-memory kill). Returns the previous limit. */
+size_t core_alloc_limit(size_t max_bytes);
 
 /* ---- the storage cache (cache.c, Note [Storage cache]) ---------------- */
 /* A 64-byte aligned block of at least n bytes; *block receives its size

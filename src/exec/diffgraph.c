@@ -288,6 +288,23 @@ int diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
       rc = core_error(KILN_ERR_STATE, "DifferentiableGraph: output %d is not a tensor", i);
       goto done;
     }
+    /* an output that is an input (the graph returns x, or a no-op such
+     * as eval-mode dropout does) or an earlier output is handed out as a
+     * fresh alias: the node's history goes on the alias, never on the
+     * caller's tensor (which would stop being a leaf and, saved by the
+     * node, form a reference cycle) */
+    bool shared = fo[i].t->ag != NULL;
+    for (int j = 0; j < d->n_in && !shared; j++) shared = in[j].tag == EXEC_V_TENSOR && in[j].t == fo[i].t;
+    for (int j = 0; j < i && !shared; j++) shared = real[j] == fo[i].t;
+    if (shared) {
+      kiln_tensor *a = core_alias(fo[i].t, true);
+      if (!a) {
+        rc = KILN_ERR_NOMEM;
+        goto done;
+      }
+      kiln_release(fo[i].t);
+      fo[i].t = a;
+    }
     real[i] = fo[i].t;
     op_meta_of(real[i], &b->out_meta[i]);
     op_meta_of(real[i], &node->in_meta[i]);

@@ -406,3 +406,33 @@ TEST(profiling_runtime_size_list_stays_outside) {
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+/* A graph that returns its input (eval-mode dropout, then * 1 which the
+ * peepholes fold): the optimized function must give back x without
+ * rewriting x's history (x stays a leaf), and backward through the output
+ * reaches x.grad once per call. Found by fuzz/fuzz_run.c (a reference
+ * cycle: x's grad_fn was the DifferentiableGraph's node, which saved x). */
+TEST(profiling_output_is_the_input) {
+  static const char *text = "graph(%x.1 : Tensor):\n"
+                            "  %3 : bool = prim::Constant[value=0]()\n"
+                            "  %2 : float = prim::Constant[value=1.]()\n"
+                            "  %4 : Tensor = aten::dropout(%x.1, %2, %3)\n"
+                            "  %6 : Tensor = aten::mul(%4, %2)\n"
+                            "  return (%6)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text, NULL);
+  int64_t shape[2] = {2, 3};
+  kiln_tensor *x = kiln_ones(2, shape, KILN_DTYPE_F32);
+  kiln_set_requires_grad(x, true);
+  kiln_value in[1] = {T(x)}, out[1];
+  for (int call = 1; call <= 3 && f; call++) {
+    CHECK_MSG(kiln_function_call(f, in, 1, out, 1) == 1, "call %d: %s", call, kiln_last_error());
+    CHECK_MSG(kiln_is_leaf(x), "call %d: x is no longer a leaf", call);
+    CHECK(kiln_backward(kiln_sum(out[0].t, NULL, 0, false), NULL) == KILN_OK);
+    kiln_tensor *gx = kiln_tensor_grad(x);
+    CHECK_MSG(gx && ((const float *)kiln_tensor_data(gx))[0] == call, "call %d: x.grad %g", call,
+              gx ? ((const float *)kiln_tensor_data(gx))[0] : -1.0);
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
