@@ -124,18 +124,36 @@ out:
   kiln_scope_end();
 }
 
-static const char *LSTM_LOOP =
-    "graph(%x.1 : Tensor,\n"
-    "      %h0.1 : Tensor,\n"
-    "      %c0.1 : Tensor,\n"
-    "      %w_ih.1 : Tensor,\n"
-    "      %w_hh.1 : Tensor,\n"
-    "      %b.1 : Tensor):\n"
-    "  %true : bool = prim::Constant[value=1]()\n"
-    "  %zero : int = prim::Constant[value=0]()\n"
-    "  %one : int = prim::Constant[value=1]()\n"
-    "  %four : int = prim::Constant[value=4]()\n"
+/* The graphs' inputs and constants, and the cell after %gates. */
+#define LSTM_HEAD \
+    "graph(%x.1 : Tensor,\n" \
+    "      %h0.1 : Tensor,\n" \
+    "      %c0.1 : Tensor,\n" \
+    "      %w_ih.1 : Tensor,\n" \
+    "      %w_hh.1 : Tensor,\n" \
+    "      %b.1 : Tensor):\n" \
+    "  %true : bool = prim::Constant[value=1]()\n" \
+    "  %zero : int = prim::Constant[value=0]()\n" \
+    "  %one : int = prim::Constant[value=1]()\n" \
+    "  %four : int = prim::Constant[value=4]()\n" \
     "  %none : NoneType = prim::Constant()\n"
+#define LSTM_CELL \
+    "      %chunks : Tensor[] = aten::chunk(%gates, %four, %one)\n" \
+    "      %i.1 : Tensor, %f.1 : Tensor, %gg.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%chunks)\n" \
+    "      %i : Tensor = aten::sigmoid(%i.1)\n" \
+    "      %f : Tensor = aten::sigmoid(%f.1)\n" \
+    "      %gg : Tensor = aten::tanh(%gg.1)\n" \
+    "      %o : Tensor = aten::sigmoid(%o.1)\n" \
+    "      %fc : Tensor = aten::mul(%f, %c.1)\n" \
+    "      %ig : Tensor = aten::mul(%i, %gg)\n" \
+    "      %c.2 : Tensor = aten::add(%fc, %ig, %one)\n" \
+    "      %tc : Tensor = aten::tanh(%c.2)\n" \
+    "      %h.2 : Tensor = aten::mul(%o, %tc)\n" \
+    "      -> (%true, %h.2, %c.2)\n" \
+    "  return (%h)\n"
+
+static const char *LSTM_LOOP =
+    LSTM_HEAD
     "  %T : int = aten::size(%x.1, %zero)\n"
     "  %h : Tensor, %c : Tensor = prim::Loop(%T, %true, %h0.1, %c0.1)\n"
     "    block0(%t : int, %h.1 : Tensor, %c.1 : Tensor):\n"
@@ -143,19 +161,7 @@ static const char *LSTM_LOOP =
     "      %g1 : Tensor = aten::linear(%xt, %w_ih.1, %b.1)\n"
     "      %g2 : Tensor = aten::linear(%h.1, %w_hh.1, %none)\n"
     "      %gates : Tensor = aten::add(%g1, %g2, %one)\n"
-    "      %chunks : Tensor[] = aten::chunk(%gates, %four, %one)\n"
-    "      %i.1 : Tensor, %f.1 : Tensor, %gg.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%chunks)\n"
-    "      %i : Tensor = aten::sigmoid(%i.1)\n"
-    "      %f : Tensor = aten::sigmoid(%f.1)\n"
-    "      %gg : Tensor = aten::tanh(%gg.1)\n"
-    "      %o : Tensor = aten::sigmoid(%o.1)\n"
-    "      %fc : Tensor = aten::mul(%f, %c.1)\n"
-    "      %ig : Tensor = aten::mul(%i, %gg)\n"
-    "      %c.2 : Tensor = aten::add(%fc, %ig, %one)\n"
-    "      %tc : Tensor = aten::tanh(%c.2)\n"
-    "      %h.2 : Tensor = aten::mul(%o, %tc)\n"
-    "      -> (%true, %h.2, %c.2)\n"
-    "  return (%h)\n";
+    LSTM_CELL;
 
 static kiln_tensor *lstm_eager(kiln_tensor *x, kiln_tensor *h, kiln_tensor *c, kiln_tensor *wih,
                                kiln_tensor *whh, kiln_tensor *b) {
@@ -173,17 +179,7 @@ static kiln_tensor *lstm_eager(kiln_tensor *x, kiln_tensor *h, kiln_tensor *c, k
  * over all time steps, unbound into per-step views (whose gradients the
  * unbind node stacks back in one piece). */
 static const char *LSTM_UNBIND =
-    "graph(%x.1 : Tensor,\n"
-    "      %h0.1 : Tensor,\n"
-    "      %c0.1 : Tensor,\n"
-    "      %w_ih.1 : Tensor,\n"
-    "      %w_hh.1 : Tensor,\n"
-    "      %b.1 : Tensor):\n"
-    "  %true : bool = prim::Constant[value=1]()\n"
-    "  %zero : int = prim::Constant[value=0]()\n"
-    "  %one : int = prim::Constant[value=1]()\n"
-    "  %four : int = prim::Constant[value=4]()\n"
-    "  %none : NoneType = prim::Constant()\n"
+    LSTM_HEAD
     "  %xw : Tensor = aten::linear(%x.1, %w_ih.1, %b.1)\n"
     "  %xs : Tensor[] = aten::unbind(%xw, %zero)\n"
     "  %T : int = aten::len(%xs)\n"
@@ -192,19 +188,7 @@ static const char *LSTM_UNBIND =
     "      %g1 : Tensor = aten::__getitem__(%xs, %t)\n"
     "      %g2 : Tensor = aten::linear(%h.1, %w_hh.1, %none)\n"
     "      %gates : Tensor = aten::add(%g1, %g2, %one)\n"
-    "      %chunks : Tensor[] = aten::chunk(%gates, %four, %one)\n"
-    "      %i.1 : Tensor, %f.1 : Tensor, %gg.1 : Tensor, %o.1 : Tensor = prim::ListUnpack(%chunks)\n"
-    "      %i : Tensor = aten::sigmoid(%i.1)\n"
-    "      %f : Tensor = aten::sigmoid(%f.1)\n"
-    "      %gg : Tensor = aten::tanh(%gg.1)\n"
-    "      %o : Tensor = aten::sigmoid(%o.1)\n"
-    "      %fc : Tensor = aten::mul(%f, %c.1)\n"
-    "      %ig : Tensor = aten::mul(%i, %gg)\n"
-    "      %c.2 : Tensor = aten::add(%fc, %ig, %one)\n"
-    "      %tc : Tensor = aten::tanh(%c.2)\n"
-    "      %h.2 : Tensor = aten::mul(%o, %tc)\n"
-    "      -> (%true, %h.2, %c.2)\n"
-    "  return (%h)\n";
+    LSTM_CELL;
 
 static void lstm_fast_path(const char *graph) {
   const int64_t NT = 5, B = 2, I = 3, H = 4;
