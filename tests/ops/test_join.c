@@ -251,6 +251,15 @@ TEST(join_unbind_views_and_grad) {
   CHECK_STR_CONTAINS(kiln_last_error(), "room for only 2");
   kiln_tensor *e = kiln_zeros(2, (int64_t[]){0, 2}, KILN_DTYPE_F32);
   CHECK_EQ_INT(kiln_unbind(e, 0, outs, 8), 0);
+  /* lazy: recorded as one node with a list of outputs, the same values */
+  kiln_tensor *lz = kiln_to_lazy(iota(2, (int64_t[]){3, 4}, KILN_DTYPE_F64));
+  n = lz ? kiln_unbind(lz, 1, outs, 8) : -1;
+  CHECK_EQ_INT(n, 4);
+  for (int i = 0; i < n; i++) {
+    kiln_tensor *col = kiln_to_cpu(outs[i]);
+    CHECK(col && kiln_tensor_ndim(col) == 1 && kiln_tensor_size(col, 0) == 3);
+    for (int r = 0; col && r < 3; r++) CHECK_NEAR(core_get_flat(col, r), 4 * r + i, 0);
+  }
   kiln_scope_end();
 }
 
