@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "passes.h"
 
 #define MAX_GROUP 64
 
@@ -222,6 +223,52 @@ static bool is_tanh_gelu(const ir_node *n) {
   return a && a->kind == IR_ATTR_STR && strcmp(a->s, "tanh") == 0;
 }
 
+/* Are a and b complete tensor types of one dtype and shape? */
+static bool same_tensor_type(const ir_type *a, const ir_type *b) {
+  if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR || a->dtype < 0 ||
+      a->dtype != b->dtype || a->ndim < 0 || a->ndim != b->ndim || !a->sizes || !b->sizes)
+    return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->sizes[d] < 0 || a->sizes[d] != b->sizes[d]) return false;
+  return true;
+}
+
+/* Note [Add epilogue]: `aten::add(%x, aten::mm(%a, %b), 1)` (either
+ * order; an LSTM step's input gates plus h W_hh^T) becomes
+ * `aten::addmm(%x, %a, %b)`: the GEMM accumulates onto %x's copy instead
+ * of writing a product that one more pass adds to %x. Only when the mm's
+ * one use is this add and the profiled types say no broadcasting or
+ * promotion is involved (addmm would give the same values anyway, but the
+ * shapes keep the graph's types exact). Returns 1 if n was rewritten. */
+static int add_epilogue(ir_graph *g, ir_node *n) {
+  if (n->op != KILN_OP_ADD || n->n_inputs != 3) return 0;
+  double alpha;
+  pass_const c;
+  if (!pass_const_of(n->inputs[2], &c) || (c.tag != PASS_C_INT && c.tag != PASS_C_FLOAT)) return 0;
+  alpha = c.tag == PASS_C_INT ? (double)c.i : c.f;
+  if (alpha != 1) return 0;
+  for (int k = 0; k < 2; k++) {
+    ir_value *prod = n->inputs[k], *x = n->inputs[1 - k];
+    ir_node *mm = prod->node;
+    if (!mm || mm->op != KILN_OP_MM || prod->n_uses != 1 || mm->owner != n->owner) continue;
+    if (!same_tensor_type(x->type, prod->type) || !same_tensor_type(n->outputs[0]->type, prod->type))
+      continue;
+    ir_node *am = ir_node_new_op(g, KILN_OP_ADDMM);
+    if (!am) return KILN_ERR_NOMEM;
+    ir_value *ins[5] = {x, mm->inputs[0], mm->inputs[1], n->inputs[2], n->inputs[2]};
+    for (int i = 0; i < 5; i++)
+      if (ir_node_add_input(am, ins[i]) < 0) return KILN_ERR_NOMEM;
+    ir_value *y = ir_node_add_output(am, n->outputs[0]->type);
+    if (!y) return KILN_ERR_NOMEM;
+    ir_node_insert_before(am, n);
+    if (ir_value_replace_all_uses(n->outputs[0], y) < 0) return KILN_ERR_NOMEM;
+    int rc = ir_node_remove(n);
+    if (rc == 0) rc = ir_node_remove(mm);
+    return rc < 0 ? rc : 1;
+  }
+  return 0;
+}
+
 static int epilogue_block(ir_graph *g, ir_block *b) {
   int made = 0, rc;
   for (ir_node *n = b->first, *next; n; n = next) {
@@ -229,6 +276,11 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
     for (int i = 0; i < n->n_blocks; i++) {
       if ((rc = epilogue_block(g, n->blocks[i])) < 0) return rc;
       made += rc;
+    }
+    if ((rc = add_epilogue(g, n)) != 0) {
+      if (rc < 0) return rc;
+      made++;
+      continue;
     }
     bool relu = n->op == KILN_OP_RELU, gelu = is_tanh_gelu(n);
     if (!relu && !gelu) continue;

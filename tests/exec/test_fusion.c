@@ -371,3 +371,45 @@ TEST(fusion_sinks_producers_but_not_past_writes) {
   }
   kiln_scope_end();
 }
+
+/* Note [Add epilogue]: add(x, mm(a, b)) becomes addmm(x, a, b) when the
+ * types say no broadcasting is involved; a broadcast add stays. */
+TEST(fusion_add_epilogue_becomes_addmm) {
+  static const char *text = "graph(%x : Float(4, 5, device=cpu),\n"
+                            "      %a : Float(4, 3, device=cpu),\n"
+                            "      %b : Float(3, 5, device=cpu),\n"
+                            "      %v : Float(5, device=cpu)):\n"
+                            "  %one : int = prim::Constant[value=1]()\n"
+                            "  %m : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+                            "  %y : Float(4, 5, device=cpu) = aten::add(%x, %m, %one)\n"
+                            "  %m2 : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+                            "  %z : Float(4, 5, device=cpu) = aten::add(%m2, %v, %one)\n"
+                            "  return (%y, %z)\n";
+  kiln_scope_begin();
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  CHECK(g && pass_gemm_epilogue(g) == 1);
+  char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
+  CHECK_STR_CONTAINS(t, "Float(4, 5, device=cpu) = aten::addmm(%x, %a, %b, %one, %one)");
+  CHECK_STR_CONTAINS(t, "aten::add(%m2, %v, %one)");
+  core_free(t);
+  kiln_generator *gen = kiln_generator_new(8);
+  kiln_tensor *x = kiln_randn(2, (int64_t[]){4, 5}, KILN_DTYPE_F32, gen);
+  kiln_tensor *a = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F32, gen);
+  kiln_tensor *b = kiln_randn(2, (int64_t[]){3, 5}, KILN_DTYPE_F32, gen);
+  kiln_tensor *v = kiln_randn(1, (int64_t[]){5}, KILN_DTYPE_F32, gen);
+  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  exec_value in[4] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = a},
+                      {.tag = EXEC_V_TENSOR, .t = b}, {.tag = EXEC_V_TENSOR, .t = v}};
+  exec_value out[2] = {{0}};
+  CHECK(c && exec_code_run(c, in, out) == 0);
+  if (out[0].tag == EXEC_V_TENSOR && out[1].tag == EXEC_V_TENSOR) {
+    compare_bitwise("add epilogue", out[0].t, kiln_add(x, kiln_mm(a, b)));
+    compare_bitwise("broadcast add", out[1].t, kiln_add(kiln_mm(a, b), v));
+  }
+  exec_value_clear(&out[0]);
+  exec_value_clear(&out[1]);
+  exec_code_free(c);
+  ir_graph_free(g);
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
