@@ -100,6 +100,22 @@ static int in_place(int op, const op_val *a, int n_args, const char *name, kiln_
                       "%s: in-place ops on tensors that require grad are not supported; "
                       "use the out-of-place op",
                       name);
+  /* PyTorch's rules for writing a result into self: its shape must be
+   * self's (self does not grow by broadcasting), and its dtype must cast
+   * to self's without losing its kind (no float into an integer tensor,
+   * no number into a bool one) */
+  op_meta m[1];
+  if (op_table[op].infer(a, n_args, m, 1) < 0) return -1;
+  char sh[2][96];
+  if (m[0].ndim != self->ndim || memcmp(m[0].shape, self->shape, (size_t)self->ndim * sizeof *m[0].shape))
+    return core_error(KILN_ERR_INVALID, "%s: output with shape %s doesn't match the broadcast shape %s",
+                      name, core_shape_str(self->ndim, self->shape, sh[0], sizeof sh[0]),
+                      core_shape_str(m[0].ndim, m[0].shape, sh[1], sizeof sh[1]));
+  if ((core_dtype_is_floating(m[0].dtype) && !core_dtype_is_floating(self->dtype)) ||
+      (m[0].dtype != KILN_DTYPE_BOOL && self->dtype == KILN_DTYPE_BOOL))
+    return core_error(KILN_ERR_INVALID,
+                      "%s: result type %s can't be cast to the desired output type %s", name,
+                      kiln_dtype_name(m[0].dtype), kiln_dtype_name(self->dtype));
   /* Note [In place]: on the CPU, an elementwise op whose result has self's
    * shape and dtype writes straight into a contiguous self (one pass, no
    * temporary), as long as no other argument overlaps self differently

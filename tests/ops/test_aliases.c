@@ -96,14 +96,24 @@ TEST(aliases_add_mul_in_place) {
   CHECK(kiln_add_(hi, lo, 1.0) == KILN_OK); /* [1, 2, 3, 4] -> [1, 3, 5, 7] */
   double wv[4] = {1, 3, 5, 7};
   for (int i = 0; i < 4; i++) CHECK_NEAR(core_get_flat(base, i), wv[i], 0);
-  /* an int64 self stays int64: x += 0.5 * 3 truncates as PyTorch's add_ */
+  /* PyTorch's casting rule: an int64 self takes int results, not float
+   * ones ("result type Float can't be cast to the desired output type
+   * Long"); a float self takes an int64 other */
   int64_t iv[2] = {1, 2}, n2 = 2;
   kiln_tensor *xi = kiln_from_data(iv, 1, &n2, KILN_DTYPE_I64);
-  CHECK(kiln_mul_scalar_(xi, 3.0) == KILN_OK);
+  CHECK(kiln_mul_(xi, xi) == KILN_OK);
   CHECK(kiln_tensor_dtype(xi) == KILN_DTYPE_I64);
-  CHECK_NEAR(core_get_flat(xi, 1), 6, 0);
+  CHECK_NEAR(core_get_flat(xi, 1), 4, 0);
+  CHECK(kiln_mul_scalar_(xi, 3.0) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "can't be cast to the desired output type");
+  CHECK_NEAR(core_get_flat(xi, 1), 4, 0); /* untouched */
+  kiln_tensor *xf = kiln_from_data((float[]){1, 2}, 1, &n2, KILN_DTYPE_F32);
+  CHECK(kiln_add_(xf, xi, 2.0) == KILN_OK); /* torch: tensor([3., 10.]) */
+  CHECK_NEAR(core_get_flat(xf, 0), 3, 0);
+  CHECK_NEAR(core_get_flat(xf, 1), 10, 0);
   /* self cannot grow by broadcasting */
   CHECK(kiln_add_(row, x, 1.0) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "doesn't match the broadcast shape [2, 3]");
   /* autograd */
   kiln_tensor *p = kiln_clone(x);
   kiln_set_requires_grad(p, true);
