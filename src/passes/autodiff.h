@@ -95,5 +95,10 @@ int pass_fuse(ir_graph *g);
  *   after:  %f = prim::Constant[value=0](); %y = aten::_addmm_activation(%b, %x, %w, %1, %1, %f)
  * Returns how many were rewritten. */
 int pass_gemm_epilogue(ir_graph *g);
+/* Note [Add epilogue] in fuse.c: add(x, mm(a, b)) -> addmm(x, a, b) where
+ * the types show no broadcasting. Only for graphs whose types are exact
+ * (DifferentiableGraph plans, lazy graphs). Returns how many were
+ * rewritten, or < 0 on OOM. */
+int pass_add_epilogue(ir_graph *g);
 
 #endif

@@ -238,8 +238,11 @@ static bool same_tensor_type(const ir_type *a, const ir_type *b) {
  * `aten::addmm(%x, %a, %b)`: the GEMM accumulates onto %x's copy instead
  * of writing a product that one more pass adds to %x. Only when the mm's
  * one use is this add and the profiled types say no broadcasting or
- * promotion is involved (addmm would give the same values anyway, but the
- * shapes keep the graph's types exact). Returns 1 if n was rewritten. */
+ * promotion is involved. It relies on the types: a top-level graph's are
+ * only what profiling saw (another call may bring x with more dims, which
+ * add broadcasts and addmm refuses), so it runs only on graphs whose types
+ * are exact: DifferentiableGraph plans (keyed by their input shapes) and
+ * lazy graphs (compiled per shape). Returns 1 if n was rewritten. */
 static int add_epilogue(ir_graph *g, ir_node *n) {
   if (n->op != KILN_OP_ADD || n->n_inputs != 3) return 0;
   double alpha;
@@ -277,11 +280,6 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
       if ((rc = epilogue_block(g, n->blocks[i])) < 0) return rc;
       made += rc;
     }
-    if ((rc = add_epilogue(g, n)) != 0) {
-      if (rc < 0) return rc;
-      made++;
-      continue;
-    }
     bool relu = n->op == KILN_OP_RELU, gelu = is_tanh_gelu(n);
     if (!relu && !gelu) continue;
     ir_value *z = n->inputs[0];
@@ -307,3 +305,19 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
 }
 
 int pass_gemm_epilogue(ir_graph *g) { return epilogue_block(g, ir_graph_top(g)); }
+
+static int add_epilogue_block(ir_graph *g, ir_block *b) {
+  int made = 0, rc;
+  for (ir_node *n = b->first, *next; n; n = next) {
+    next = n->next;
+    for (int i = 0; i < n->n_blocks; i++) {
+      if ((rc = add_epilogue_block(g, n->blocks[i])) < 0) return rc;
+      made += rc;
+    }
+    if ((rc = add_epilogue(g, n)) < 0) return rc;
+    made += rc;
+  }
+  return made;
+}
+
+int pass_add_epilogue(ir_graph *g) { return add_epilogue_block(g, ir_graph_top(g)); }
