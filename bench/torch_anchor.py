@@ -370,33 +370,31 @@ def setup_mlp_infer(mode):
 LSTM_T, LSTM_B, LSTM_I, LSTM_H = 32, 32, 64, 256
 
 
+def lstm_cell(gates, c):
+    """One step from the gates: the new (h, c)."""
+    H = c.size(1)
+    i = gates[:, 0:H]
+    f = gates[:, H:2 * H]
+    g = gates[:, 2 * H:3 * H]
+    o = gates[:, 3 * H:4 * H]
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c
+
+
 def lstm_loop(x, h, c, w_ih, w_hh, b):
-    H = h.size(1)
     xs = F.linear(x, w_ih, b).unbind(0)
     for t in range(len(xs)):
-        gates = xs[t] + F.linear(h, w_hh)
-        i = gates[:, 0:H]
-        f = gates[:, H:2 * H]
-        g = gates[:, 2 * H:3 * H]
-        o = gates[:, 3 * H:4 * H]
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
+        h, c = lstm_cell(xs[t] + F.linear(h, w_hh), c)
     return h
 
 
 def lstm_loop_lazy(x, h, c, w_ih, w_hh, b):
     """lstm_loop indexing the projection instead of unbinding it: the 1.13
     lazy backend aborts on unbind (the same graph once traced)."""
-    H = h.size(1)
     xw = F.linear(x, w_ih, b)
     for t in range(x.size(0)):
-        gates = xw[t] + F.linear(h, w_hh)
-        i = gates[:, 0:H]
-        f = gates[:, H:2 * H]
-        g = gates[:, 2 * H:3 * H]
-        o = gates[:, 3 * H:4 * H]
-        c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h = torch.sigmoid(o) * torch.tanh(c)
+        h, c = lstm_cell(xw[t] + F.linear(h, w_hh), c)
     return h
 
 
