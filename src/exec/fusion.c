@@ -340,6 +340,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   int ndim = 0, rc = 0;
   int64_t shape[KILN_MAX_DIMS];
   bool grad_on = kiln_is_grad_enabled();
+  /* the kernel's fixed arrays; the fusion pass keeps groups within them */
+  if (f->n_in > FUSION_MAX_IO || f->n_out > FUSION_MAX_IO) return run_plain(f, in, out);
   for (int i = 0; i < f->n_in; i++) {
     if (in[i].tag != EXEC_V_TENSOR) continue;
     const kiln_tensor *t = in[i].t;

@@ -3,9 +3,12 @@
 #define KILN_EXEC_FUSION_H
 
 #include "interp.h"
+#include "passes/autodiff.h"
 
-/* Most ops a fusion group may hold (the fusion pass respects it). */
-#define FUSION_MAX_STEPS 64
+/* Most ops, and most inputs or outputs, a fusion group may hold (the
+ * fusion pass respects them). */
+#define FUSION_MAX_STEPS PASS_FUSION_MAX_NODES
+#define FUSION_MAX_IO PASS_FUSION_MAX_IO
 
 typedef struct fused_group fused_group;
 

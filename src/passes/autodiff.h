@@ -88,6 +88,10 @@ int pass_guard_autodiff_subgraphs(ir_graph *g);
 /* Groups runs of >= 2 fusible elementwise ops into prim::FusionGroup nodes
  * (fuse.c). Returns how many groups were made. */
 int pass_fuse(ir_graph *g);
+/* The most ops, and the most inputs or outputs, one FusionGroup holds: the
+ * fused executor's fixed arrays (src/exec/fusion.c) are this big. */
+#define PASS_FUSION_MAX_NODES 64
+#define PASS_FUSION_MAX_IO 64
 /* Rewrites relu(addmm(...)) and tanh-gelu(addmm(...)), where addmm's result
  * has no other use, into aten::_addmm_activation: the activation runs on
  * each slice of the product right after its GEMM.

@@ -15,7 +15,7 @@
 #include "autodiff.h"
 #include "passes.h"
 
-#define MAX_GROUP 64
+#define MAX_GROUP PASS_FUSION_MAX_NODES
 
 static bool is_constant(const ir_value *v) { return v->node && v->node->prim == IR_PRIM_CONSTANT; }
 
@@ -67,6 +67,25 @@ static bool used_outside(const run *r, const ir_value *v) {
   for (int u = 0; u < v->n_uses; u++)
     if (!in_run(r, v->uses[u].user)) return true;
   return false;
+}
+
+/* How many distinct values from outside the run its nodes (plus n, if
+ * not NULL) read: the group's inputs, constants aside. */
+static int external_inputs(const run *r, const ir_node *n) {
+  const ir_value *seen[MAX_GROUP * 4];
+  int k = 0;
+  for (int j = 0; j <= r->n; j++) {
+    const ir_node *m = j < r->n ? r->v[j] : n;
+    if (!m) continue;
+    for (int i = 0; i < m->n_inputs; i++) {
+      const ir_value *v = m->inputs[i];
+      if (is_constant(v) || (v->node && (in_run(r, v->node) || v->node == n))) continue;
+      bool dup = false;
+      for (int s = 0; s < k && !dup; s++) dup = seen[s] == v;
+      if (!dup && k < MAX_GROUP * 4) seen[k++] = v;
+    }
+  }
+  return k;
 }
 
 static int collapse(ir_graph *g, run *r) {
@@ -198,7 +217,7 @@ static int fuse_block(ir_graph *g, ir_block *b) {
           for (int u = 0; u < v->n_uses && !connected; u++) connected = in_run(&r, v->uses[u].user);
       }
       for (int i = 0; i < r.n && !connected; i++) connected = same_space(r.v[i], n);
-      if (!connected || r.n == MAX_GROUP) {
+      if (!connected || r.n == MAX_GROUP || external_inputs(&r, n) > PASS_FUSION_MAX_IO) {
         if ((rc = flush(g, &r)) < 0) return rc;
         made += rc;
       }

@@ -414,3 +414,47 @@ TEST(fusion_add_epilogue_becomes_addmm) {
   kiln_generator_free(gen);
   kiln_scope_end();
 }
+
+/* Horizontal fusion can gather more inputs than the fused executor takes
+ * (64): 40 independent adds of distinct pairs, one shape, 80 inputs. The
+ * group must still give the right values (it runs unfused). */
+TEST(fusion_many_inputs_still_run) {
+  enum { N = 40 };
+  char text[16384];
+  size_t k = 0;
+#define EMIT(...) k += (size_t)snprintf(text + k, sizeof text - k, __VA_ARGS__)
+  EMIT("graph(");
+  for (int i = 0; i < 2 * N; i++) EMIT("%s%%x%d : Float(3, device=cpu)", i ? ",\n      " : "", i);
+  EMIT("):\n  %%one : int = prim::Constant[value=1]()\n");
+  for (int i = 0; i < N; i++)
+    EMIT("  %%y%d : Float(3, device=cpu) = aten::add(%%x%d, %%x%d, %%one)\n", i, 2 * i, 2 * i + 1);
+  EMIT("  return (");
+  for (int i = 0; i < N; i++) EMIT("%s%%y%d", i ? ", " : "", i);
+  EMIT(")\n");
+#undef EMIT
+  CHECK(k < sizeof text);
+  kiln_scope_begin();
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  CHECK_MSG(g != NULL, "%s", kiln_last_error());
+  if (g) pass_fuse(g);
+  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  exec_value in[2 * N], out[N];
+  memset(out, 0, sizeof out);
+  for (int i = 0; i < 2 * N; i++) {
+    float v[3] = {(float)i, 1.0f, -(float)i};
+    int64_t n = 3;
+    in[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = kiln_from_data(v, 1, &n, KILN_DTYPE_F32)};
+  }
+  CHECK_MSG(c && exec_code_run(c, in, out) == 0, "%s", kiln_last_error());
+  for (int i = 0; i < N; i++) {
+    CHECK(out[i].tag == EXEC_V_TENSOR);
+    if (out[i].tag == EXEC_V_TENSOR) {
+      CHECK_NEAR(core_get_flat(out[i].t, 0), 4 * i + 1, 0);
+      CHECK_NEAR(core_get_flat(out[i].t, 1), 2, 0);
+    }
+    exec_value_clear(&out[i]);
+  }
+  exec_code_free(c);
+  ir_graph_free(g);
+  kiln_scope_end();
+}
