@@ -4,6 +4,7 @@
 #ifndef KILN_CORE_H
 #define KILN_CORE_H
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -146,7 +147,8 @@ double core_get_flat(const kiln_tensor *t, int64_t i);
  * complement as PyTorch's does in practice, and is never C's undefined
  * behaviour: INT64_MIN // -1 is INT64_MIN, INT64_MIN % -1 is 0, -INT64_MIN
  * and |INT64_MIN| are INT64_MIN. Floor division and remainder follow
- * Python (the remainder takes the divisor's sign); b must not be 0. */
+ * Python (the remainder takes the divisor's sign); b must not be 0. The
+ * float forms follow below. */
 static inline int64_t core_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t core_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t core_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }
@@ -171,6 +173,15 @@ static inline int64_t core_int_pow(int64_t a, int64_t e) {
     if (e & 1) r = core_wrap_mul(r, a);
     a = core_wrap_mul(a, a);
   }
+  return r;
+}
+
+/* Python's float // and % (the remainder takes the divisor's sign), as
+ * TorchScript computes them; b must not be 0. */
+static inline double core_float_floordiv(double a, double b) { return floor(a / b); }
+static inline double core_float_remainder(double a, double b) {
+  double r = fmod(a, b);
+  if (r != 0 && ((r < 0) != (b < 0))) r += b;
   return r;
 }
 

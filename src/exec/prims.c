@@ -380,7 +380,7 @@ static int p_floordiv(const exec_instr *x, exec_value *in, exec_value *out) {
   if (both_int(&in[0], &in[1])) {
     out[0] = vi(core_int_floordiv(ival(&in[0]), ival(&in[1])));
   } else {
-    out[0] = vf(floor(num(&in[0]) / num(&in[1])));
+    out[0] = vf(core_float_floordiv(num(&in[0]), num(&in[1])));
   }
   return 0;
 }
@@ -391,9 +391,7 @@ static int p_remainder(const exec_instr *x, exec_value *in, exec_value *out) {
   if (both_int(&in[0], &in[1])) {
     out[0] = vi(core_int_remainder(ival(&in[0]), ival(&in[1])));
   } else {
-    double a = num(&in[0]), b = num(&in[1]), r = fmod(a, b);
-    if (r != 0 && ((r < 0) != (b < 0))) r += b;
-    out[0] = vf(r);
+    out[0] = vf(core_float_remainder(num(&in[0]), num(&in[1])));
   }
   return 0;
 }

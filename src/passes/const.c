@@ -198,7 +198,7 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
     if (ints) {
       *out = ci(core_int_floordiv(ival(a), ival(b))); /* Note [Int semantics] */
     } else {
-      *out = cf(floor(num(a) / num(b)));
+      *out = cf(core_float_floordiv(num(a), num(b)));
     }
     return 1;
   case IR_PRIM_REMAINDER:
@@ -206,9 +206,7 @@ static int arith(int prim, const pass_const *a, const pass_const *b, pass_const 
     if (ints) {
       *out = ci(core_int_remainder(ival(a), ival(b)));
     } else {
-      double x = num(a), y = num(b), r = fmod(x, y);
-      if (r != 0 && ((r < 0) != (y < 0))) r += y;
-      *out = cf(r);
+      *out = cf(core_float_remainder(num(a), num(b)));
     }
     return 1;
   case IR_PRIM_POW:
