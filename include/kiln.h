@@ -403,10 +403,12 @@ KILN_API bool kiln_is_anomaly_enabled(void);
 KILN_API kiln_status kiln_tensor_set_name(kiln_tensor *t, const char *name);
 /* Graphviz DOT text of the backward graph from root: one node per backward
  * node (op name), AccumulateGrad nodes labelled with their leaf, edges in
- * execution order. Returns a malloc'd string (free with kiln_free), or NULL. */
+ * execution order. Returns a string to free with kiln_free, or NULL. */
 KILN_API char *kiln_autograd_dot(kiln_tensor *root);
 KILN_API kiln_status kiln_autograd_dot_write(kiln_tensor *root, const char *path);
-/* Frees memory kiln returned as char* (strings, dumps). */
+/* Frees memory kiln returned as char* (strings, dumps). Only kiln_free
+ * may: the blocks come from kiln's allocator, so free() on them is an
+ * error. NULL is fine. */
 KILN_API void kiln_free(void *p);
 
 /* ===================================================================== */
@@ -439,7 +441,7 @@ KILN_API bool kiln_tensor_is_lazy(const kiln_tensor *t);
 KILN_API kiln_status kiln_mark_step(void);
 /* The pending IR of ts in the style of PyTorch's _get_tensors_text:
  * "IR {\n  %0 = [Float[4,4]] lazy_tensors::device_data(), device=CPU0\n ...}".
- * Returns a malloc'd string (kiln_free), or NULL. */
+ * Returns a string to free with kiln_free, or NULL. */
 KILN_API char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n);
 /* Counter or timer by name (MarkStep, UncachedCompile, CachedCompile,
  * ExecuteGraph, DeviceDataCacheMiss, CreateLazyTensor, DestroyLazyTensor,
@@ -447,7 +449,8 @@ KILN_API char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n);
 KILN_API int64_t kiln_lazy_counter(const char *name);
 /* Zeroes all counters and timers and forgets recompile reasons. */
 KILN_API void kiln_lazy_metrics_reset(void);
-/* Human-readable report and a JSON object of all metrics (malloc'd). */
+/* Human-readable report and a JSON object of all metrics (free with
+ * kiln_free). */
 KILN_API char *kiln_lazy_metrics_report(void);
 KILN_API char *kiln_lazy_metrics_json(void);
 /* Compile-cache capacity (graphs kept, LRU); default 1024. */
@@ -457,8 +460,8 @@ KILN_API void kiln_lazy_set_cache_size(int n);
  * until the next reset. */
 KILN_API int kiln_lazy_n_recompile_reasons(void);
 /* TorchScript-style text of the last graph kiln_mark_step compiled, after
- * the passes (constant folding, peepholes, CSE, DCE, fusion); malloc'd, or
- * NULL if none. */
+ * the passes (constant folding, peepholes, CSE, DCE, fusion); free with
+ * kiln_free; NULL if none. */
 KILN_API char *kiln_lazy_last_compiled_graph(void);
 KILN_API const char *kiln_lazy_recompile_reason(int i);
 
@@ -477,7 +480,7 @@ KILN_API kiln_graph *kiln_graph_parse(const char *text, size_t len);
 /* Reads and parses a file; errors name the file. */
 KILN_API kiln_graph *kiln_graph_load(const char *path);
 KILN_API void kiln_graph_free(kiln_graph *g);
-/* TorchScript text of g (malloc'd; kiln_free). */
+/* TorchScript text of g (free with kiln_free). */
 KILN_API char *kiln_graph_print(const kiln_graph *g);
 KILN_API int kiln_graph_n_inputs(const kiln_graph *g);
 KILN_API int kiln_graph_n_outputs(const kiln_graph *g);
@@ -544,11 +547,12 @@ KILN_API int kiln_function_n_guard_failure_reasons(const kiln_function *f);
 KILN_API const char *kiln_function_guard_failure_reason(const kiln_function *f, int i);
 /* The optimized graph of the last call that ran one (TorchScript-style
  * text with each DifferentiableGraph's forward and backward graphs and the
- * fallback graphs), or NULL if no call has been optimized. malloc'd. */
+ * fallback graphs), or NULL if no call has been optimized. Free with
+ * kiln_free. */
 KILN_API char *kiln_function_last_optimized_graph(const kiln_function *f);
 /* The stats as JSON: profiling_runs, optimizations, guard_passes,
  * guard_failures, fallback_calls, guard_failure_reasons, optimized_graph.
- * malloc'd. */
+ * Free with kiln_free. */
 KILN_API char *kiln_function_stats_json(const kiln_function *f);
 /* How many fused elementwise kernels were built so far (process-wide). A
  * kernel is keyed by its group and input dtypes only: new shapes or batch
