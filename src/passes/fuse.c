@@ -44,12 +44,16 @@ static bool fusible(const ir_node *n) {
  * profile being right: the fused executor computes each step's own shape
  * at run time and runs the group unfused when an output's shape differs
  * from the group's index space or the inputs do not broadcast. */
-static bool same_space(const ir_node *a, const ir_node *b) {
-  const ir_type *x = a->outputs[0]->type, *y = b->outputs[0]->type;
-  if (x->ndim < 1 || x->ndim != y->ndim || !x->sizes || !y->sizes) return false;
+/* Do x and y have the same complete sizes (rank >= min_rank)? */
+static bool same_sizes(const ir_type *x, const ir_type *y, int min_rank) {
+  if (x->ndim < min_rank || x->ndim != y->ndim || !x->sizes || !y->sizes) return false;
   for (int d = 0; d < x->ndim; d++)
     if (x->sizes[d] < 0 || x->sizes[d] != y->sizes[d]) return false;
   return true;
+}
+
+static bool same_space(const ir_node *a, const ir_node *b) {
+  return same_sizes(a->outputs[0]->type, b->outputs[0]->type, 1);
 }
 
 typedef struct run {
@@ -244,12 +248,8 @@ static bool is_tanh_gelu(const ir_node *n) {
 
 /* Are a and b complete tensor types of one dtype and shape? */
 static bool same_tensor_type(const ir_type *a, const ir_type *b) {
-  if (a->kind != IR_TYPE_TENSOR || b->kind != IR_TYPE_TENSOR || a->dtype < 0 ||
-      a->dtype != b->dtype || a->ndim < 0 || a->ndim != b->ndim || !a->sizes || !b->sizes)
-    return false;
-  for (int d = 0; d < a->ndim; d++)
-    if (a->sizes[d] < 0 || a->sizes[d] != b->sizes[d]) return false;
-  return true;
+  return a->kind == IR_TYPE_TENSOR && b->kind == IR_TYPE_TENSOR && a->dtype >= 0 &&
+         a->dtype == b->dtype && same_sizes(a, b, 0);
 }
 
 /* Note [Add epilogue]: `aten::add(%x, aten::mm(%a, %b), 1)` (either
