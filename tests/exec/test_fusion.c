@@ -51,6 +51,16 @@ static ir_graph *single_op_graph(int op, const op_val *args, int n_args, bool ch
   return g;
 }
 
+/* Compiles g and runs it once: 0, or < 0 with the error set. */
+static int run_once(const ir_graph *g, exec_value *in, exec_value *out) {
+  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  int rc = c ? exec_code_run(c, in, out) : -1;
+  exec_code_free(c);
+  return rc;
+}
+
+static exec_value TV(kiln_tensor *t) { return (exec_value){.tag = EXEC_V_TENSOR, .t = t}; }
+
 static void compare_bitwise(const char *what, kiln_tensor *a, kiln_tensor *b) {
   CHECK_MSG(a && b, "%s: missing output (%s)", what, kiln_last_error());
   if (!a || !b) return;
@@ -358,15 +368,12 @@ TEST(fusion_sinks_producers_but_not_past_writes) {
     int64_t n = 3;
     kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F32);
     kiln_tensor *y = kiln_from_data(yv, 1, &n, KILN_DTYPE_F32);
-    exec_code *c = exec_compile(g, NULL);
-    exec_value in[2] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = y}};
-    exec_value out[2] = {{0}};
-    CHECK(c && exec_code_run(c, in, out) == 0);
+    exec_value in[2] = {TV(x), TV(y)}, out[2] = {{0}};
+    CHECK(run_once(g, in, out) == 0);
     for (int i = 0; out[0].tag == EXEC_V_TENSOR && i < 3; i++) /* x*x computed before relu_ */
       CHECK_NEAR(core_get_flat(out[0].t, i), xv[i] * xv[i] + (k == 0 ? 60 : yv[i]), 0);
     exec_value_clear(&out[0]);
     exec_value_clear(&out[1]);
-    exec_code_free(c);
     ir_graph_free(g);
   }
   kiln_scope_end();
@@ -398,18 +405,14 @@ TEST(fusion_add_epilogue_becomes_addmm) {
   kiln_tensor *a = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F32, gen);
   kiln_tensor *b = kiln_randn(2, (int64_t[]){3, 5}, KILN_DTYPE_F32, gen);
   kiln_tensor *v = kiln_randn(1, (int64_t[]){5}, KILN_DTYPE_F32, gen);
-  exec_code *c = g ? exec_compile(g, NULL) : NULL;
-  exec_value in[4] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = a},
-                      {.tag = EXEC_V_TENSOR, .t = b}, {.tag = EXEC_V_TENSOR, .t = v}};
-  exec_value out[2] = {{0}};
-  CHECK(c && exec_code_run(c, in, out) == 0);
+  exec_value in[4] = {TV(x), TV(a), TV(b), TV(v)}, out[2] = {{0}};
+  CHECK(run_once(g, in, out) == 0);
   if (out[0].tag == EXEC_V_TENSOR && out[1].tag == EXEC_V_TENSOR) {
     compare_bitwise("add epilogue", out[0].t, kiln_add(x, kiln_mm(a, b)));
     compare_bitwise("broadcast add", out[1].t, kiln_add(kiln_mm(a, b), v));
   }
   exec_value_clear(&out[0]);
   exec_value_clear(&out[1]);
-  exec_code_free(c);
   ir_graph_free(g);
   kiln_generator_free(gen);
   kiln_scope_end();
@@ -437,15 +440,14 @@ TEST(fusion_many_inputs_still_run) {
   ir_graph *g = ir_graph_parse(text, strlen(text));
   CHECK_MSG(g != NULL, "%s", kiln_last_error());
   if (g) pass_fuse(g);
-  exec_code *c = g ? exec_compile(g, NULL) : NULL;
   exec_value in[2 * N], out[N];
   memset(out, 0, sizeof out);
   for (int i = 0; i < 2 * N; i++) {
     float v[3] = {(float)i, 1.0f, -(float)i};
     int64_t n = 3;
-    in[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = kiln_from_data(v, 1, &n, KILN_DTYPE_F32)};
+    in[i] = TV(kiln_from_data(v, 1, &n, KILN_DTYPE_F32));
   }
-  CHECK_MSG(c && exec_code_run(c, in, out) == 0, "%s", kiln_last_error());
+  CHECK_MSG(run_once(g, in, out) == 0, "%s", kiln_last_error());
   for (int i = 0; i < N; i++) {
     CHECK(out[i].tag == EXEC_V_TENSOR);
     if (out[i].tag == EXEC_V_TENSOR) {
@@ -454,7 +456,6 @@ TEST(fusion_many_inputs_still_run) {
     }
     exec_value_clear(&out[i]);
   }
-  exec_code_free(c);
   ir_graph_free(g);
   kiln_scope_end();
 }
