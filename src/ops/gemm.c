@@ -58,6 +58,9 @@ static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     else gemv(dt, true, K, M, alpha, A, lda, B, incb, beta, C, ldc);
     return;
   }
+  if (dt == KILN_DTYPE_F32 && op_sgemm_native(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb,
+                                              (float)beta, C, ldc))
+    return;
   enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
   if (dt == KILN_DTYPE_F32)
     cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, (float)alpha, A, (int)lda, B,
@@ -89,8 +92,11 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
   size_t es = kiln_dtype_size(dt);
   bool by_rows = M >= N;
   int64_t len = by_rows ? M : N;
-  /* slices a multiple of 16 long, so each thread's kernel runs full panels */
-  int64_t chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
+  /* slices a whole number of the kernel's panels long (kiln's sgemm: 12
+   * rows or 32 columns; OpenBLAS's Haswell kernels: 16), so no thread
+   * runs a partial panel in the middle of C */
+  int64_t unit = dt != KILN_DTYPE_F32 || !OP_SGEMM_NATIVE ? 16 : by_rows ? 12 : 32;
+  int64_t chunk = ((len + nt - 1) / nt + unit - 1) / unit * unit;
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int t = 0; t < nt; t++) {
     int64_t s0 = (int64_t)t * chunk, s1 = s0 + chunk < len ? s0 + chunk : len;

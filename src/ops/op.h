@@ -247,6 +247,19 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
 
 /* A GEMM epilogue: applied to each rows x cols slice of C (row stride ldc)
  * right after the GEMM that wrote it, while it is in cache. */
+/* kiln's own float32 GEMM (Note [kiln sgemm], sgemm.c): C = alpha op(A)
+ * op(B) + beta C, row-major, on the calling thread. Returns false (and
+ * touches nothing) when the build has no AVX-512 kernel, a size is not
+ * positive, or its packing buffers cannot be allocated; the caller then
+ * uses BLAS. */
+#if defined(__AVX512F__)
+#define OP_SGEMM_NATIVE 1
+#else
+#define OP_SGEMM_NATIVE 0
+#endif
+bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc);
 typedef void (*op_gemm_epilogue)(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx);
 /* op_gemm with an epilogue (ep may be NULL). */
 void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,

@@ -1,0 +1,204 @@
+/* src/ops/sgemm.c: kiln's own float32 GEMM for AVX-512 machines.
+ *
+ * Note [kiln sgemm]: OpenBLAS picks its kernels from OPENBLAS_CORETYPE, and
+ * where that names an AVX2 core (this machine's environment says Haswell)
+ * an AVX-512 CPU runs GEMM at half its width. kiln's own kernel, compiled
+ * in when the build targets AVX-512 (-march=native on such a machine), does
+ * the float32 products op_gemm hands it; everything else (float64, GEMV,
+ * tiny products, builds without AVX-512) stays with OpenBLAS.
+ *
+ * It is the textbook layering (Goto; BLIS): for each NC-wide column block
+ * of C and KC-deep slice of K, op(B) is packed into NR-wide panels laid out
+ * k-major ([kc][NR], zero padded), then for each MC-tall row block op(A) is
+ * packed into MR-tall panels ([kc][MR]); the micro-kernel keeps an MR x NR
+ * tile of C in 24 zmm registers and runs the kc rank-1 updates: two vector
+ * loads of B and MR broadcasts of A per k. The B panel (kc x NR) stays in
+ * L1 while the micro-kernel walks down the A block in L2. Packing reads
+ * each layout with whole vectors: rows of a k-major operand are copied,
+ * and an operand whose k runs along memory is transposed 16 x 16 in
+ * registers. Edges are handled by masks on C and zero padding in the
+ * panels, so every k loop is the same full-width loop.
+ *
+ * The first K slice applies the caller's beta (0 never reads C, so NaNs in
+ * C do not propagate, as BLAS); later slices add. Threading is op_gemm's
+ * (Note [BLAS threads]): each thread calls this on its own slice of C. */
+#include "op.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+
+enum { MR = 12, NR = 32, KC = 256, MC = 144, NC = 2048 };
+#define PANEL ((__mmask16)((1u << MR) - 1)) /* the MR lanes of an A panel row */
+
+/* Per-thread packing buffers, grown once and kept for the thread's life
+ * (a step calls GEMM dozens of times; a fresh buffer would page-fault every
+ * call): at most NC x KC floats (2 MiB) for B and MC x KC (144 KiB) for A. */
+static _Thread_local float *pack_a, *pack_b;
+static _Thread_local size_t cap_a, cap_b;
+
+static float *grow(float **buf, size_t *cap, size_t n) {
+  if (n <= *cap) return *buf;
+  core_free_aligned(*buf);
+  *buf = core_alloc_aligned(n * sizeof(float));
+  *cap = *buf ? n : 0;
+  return *buf;
+}
+
+/* 16 x 16 transpose of r[0..15] in registers. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) {
+    __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
+    __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  /* r[4i+j] now holds, in each 128-bit lane l, column 4l+j of rows 4i..4i+3 */
+  for (int i = 0; i < 2; i++)
+    for (int j = 0; j < 4; j++) {
+      __m512 a = r[8 * i + j], b = r[8 * i + 4 + j];
+      t[8 * i + j] = _mm512_shuffle_f32x4(a, b, 0x88);     /* lanes 0,2 of a; 0,2 of b */
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(a, b, 0xdd); /* lanes 1,3 of a; 1,3 of b */
+    }
+  for (int j = 0; j < 4; j++)
+    for (int h = 0; h < 2; h++) {
+      __m512 a = t[4 * h + j], b = t[8 + 4 * h + j];
+      r[j + 4 * h] = _mm512_shuffle_f32x4(a, b, 0x88);     /* column j + 4h */
+      r[j + 8 + 4 * h] = _mm512_shuffle_f32x4(a, b, 0xdd); /* column j + 8 + 4h */
+    }
+}
+
+static inline __mmask16 tail_mask(int64_t n) {
+  return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+}
+
+/* Pack w columns (w <= width) of a k-major operand (element (k, j) at
+ * p[k * ld + j]) for k < kc into dst[kc][width], zero padded. */
+static void pack_kmajor(float *dst, int width, const float *p, int64_t ld, int64_t kc,
+                        int64_t w) {
+  for (int64_t k = 0; k < kc; k++)
+    for (int v = 0; v < width; v += 16) {
+      __mmask16 m = tail_mask(w - v);
+      _mm512_store_ps(dst + k * width + v, _mm512_maskz_loadu_ps(m, p + k * ld + v));
+    }
+}
+
+/* Pack w columns of an operand whose k runs along memory (element (k, j)
+ * at p[j * ld + k]) into dst[kc][width], zero padded: 16 x 16 blocks are
+ * read as rows and transposed in registers. */
+static void pack_transposed(float *dst, int width, const float *p, int64_t ld, int64_t kc,
+                            int64_t w) {
+  for (int v = 0; v < width; v += 16) {
+    int64_t wj = w - v < 16 ? (w - v > 0 ? w - v : 0) : 16;
+    for (int64_t k = 0; k < kc; k += 16) {
+      __mmask16 mk = tail_mask(kc - k);
+      __m512 r[16];
+      for (int j = 0; j < 16; j++)
+        r[j] = j < wj ? _mm512_maskz_loadu_ps(mk, p + (v + j) * ld + k) : _mm512_setzero_ps();
+      transpose16(r);
+      int64_t nk = kc - k < 16 ? kc - k : 16;
+      for (int64_t i = 0; i < nk; i++) _mm512_store_ps(dst + (k + i) * width + v, r[i]);
+    }
+  }
+}
+
+/* Pack the MR-row panels of op(A)[rows, k] for mc rows and kc k. */
+static void pack_a_block(float *dst, bool ta, const float *A, int64_t lda, int64_t mc,
+                         int64_t kc) {
+  for (int64_t i = 0; i < mc; i += MR) {
+    int64_t h = mc - i < MR ? mc - i : MR;
+    float *d = dst + i * kc;
+    if (ta) {
+      __mmask16 m = tail_mask(h);
+      for (int64_t k = 0; k < kc; k++)
+        _mm512_mask_storeu_ps(d + k * MR, PANEL, _mm512_maskz_loadu_ps(m, A + k * lda + i));
+    } else {
+      /* rows along memory: transpose through a 16-wide scratch panel */
+      float tmp[16 * KC] __attribute__((aligned(64)));
+      pack_transposed(tmp, 16, A + i * lda, lda, kc, h);
+      for (int64_t k = 0; k < kc; k++)
+        _mm512_mask_storeu_ps(d + k * MR, PANEL, _mm512_load_ps(tmp + k * 16));
+    }
+  }
+}
+
+/* C[mr x nr] (masked by m0, m1) = alpha * Apanel . Bpanel + beta * C. */
+static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
+                  __mmask16 m0, __mmask16 m1, float alpha, float beta) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++) {
+      __m512 ai = _mm512_set1_ps(a[i]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+    a += MR;
+    b += NR;
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int i = 0; i < mr; i++) {
+    float *ci = c + i * ldc;
+    __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
+    if (beta != 0.0f) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+    }
+    _mm512_mask_storeu_ps(ci, m0, r0);
+    _mm512_mask_storeu_ps(ci + 16, m1, r1);
+  }
+}
+
+bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc) {
+  if (M <= 0 || N <= 0 || K <= 0) return false;
+  int64_t nslices = (K + KC - 1) / KC, kcmax = (K + nslices - 1) / nslices;
+  int64_t ncmax = N < NC ? N : NC, mcmax = M < MC ? M : MC;
+  float *bp = grow(&pack_b, &cap_b, (size_t)((ncmax + NR - 1) / NR * NR * kcmax));
+  float *ap = grow(&pack_a, &cap_a, (size_t)((mcmax + MR - 1) / MR * MR * kcmax));
+  if (!bp || !ap) return false;
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    int64_t nc = N - jc < NC ? N - jc : NC;
+    for (int64_t pc = 0; pc < K; pc += kcmax) {
+      int64_t kc = K - pc < kcmax ? K - pc : kcmax;
+      for (int64_t j = 0; j < nc; j += NR) {
+        int64_t w = nc - j < NR ? nc - j : NR;
+        if (tb) pack_transposed(bp + j * kc, NR, B + (jc + j) * ldb + pc, ldb, kc, w);
+        else pack_kmajor(bp + j * kc, NR, B + pc * ldb + jc + j, ldb, kc, w);
+      }
+      float be = pc == 0 ? beta : 1.0f;
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        int64_t mc = M - ic < MC ? M - ic : MC;
+        pack_a_block(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
+        for (int64_t j = 0; j < nc; j += NR) {
+          __mmask16 m0 = tail_mask(nc - j), m1 = nc - j > 16 ? tail_mask(nc - j - 16) : 0;
+          for (int64_t i = 0; i < mc; i += MR)
+            micro(kc, ap + i * kc, bp + j * kc, C + (ic + i) * ldc + jc + j, ldc,
+                  (int)(mc - i < MR ? mc - i : MR), m0, m1, alpha, be);
+        }
+      }
+    }
+  }
+  return true;
+}
+
+#else
+
+bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                     float *C, int64_t ldc) {
+  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
+  (void)ldb, (void)beta, (void)C, (void)ldc;
+  return false;
+}
+
+#endif

@@ -1,0 +1,119 @@
+/* tests/ops/test_sgemm.c: kiln's own float32 GEMM (Note [kiln sgemm])
+ * against a double-precision loop: every transpose, shapes on and off the
+ * kernel's panel, block and K-slice edges, padded leading dimensions,
+ * alpha/beta (beta 0 never reads C), and the threaded split through mm. */
+#include <stdlib.h>
+
+#include "ops/op.h"
+#include "test.h"
+
+static float *filled(size_t n, unsigned *seed) {
+  float *p = malloc(n * sizeof *p);
+  for (size_t i = 0; p && i < n; i++) {
+    *seed = *seed * 1103515245u + 12345u;
+    p[i] = (float)((*seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+  }
+  return p;
+}
+
+/* Runs one product and checks every element of C (and that the padding
+ * columns beyond N are untouched). Returns the number of bad elements. */
+static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad, float alpha,
+                     float beta, unsigned *seed) {
+  int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
+  float *A = filled((size_t)(lda * (ta ? K : M)), seed);
+  float *B = filled((size_t)(ldb * (tb ? N : K)), seed);
+  float *C = filled((size_t)(ldc * M), seed), *C0 = malloc((size_t)(ldc * M) * sizeof *C0);
+  if (!A || !B || !C || !C0) {
+    free(A), free(B), free(C), free(C0);
+    return 1;
+  }
+  if (beta == 0)
+    for (int64_t i = 0; i < ldc * M; i++) C[i] = NAN; /* must not be read */
+  memcpy(C0, C, (size_t)(ldc * M) * sizeof *C0);
+  int bad = 0;
+  if (!op_sgemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) bad++;
+  for (int64_t i = 0; i < M && !bad; i++)
+    for (int64_t j = 0; j < ldc; j++) {
+      double got = C[i * ldc + j];
+      if (j >= N) {
+        if (memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(float)) != 0 && bad++ < 3)
+          test_fail(__FILE__, __LINE__, "padding C[%lld, %lld] written", (long long)i,
+                    (long long)j);
+        continue;
+      }
+      double s = 0, mag = 0;
+      for (int64_t k = 0; k < K; k++) {
+        double a = ta ? A[k * lda + i] : A[i * lda + k], b = tb ? B[j * ldb + k] : B[k * ldb + j];
+        s += a * b;
+        mag += fabs(a * b);
+      }
+      double want = alpha * s + (beta != 0 ? beta * (double)C0[i * ldc + j] : 0);
+      double tol = 1e-6 * (fabs(alpha) * mag + fabs(beta)) + 1e-30;
+      if (!(fabs(got - want) <= tol) && bad++ < 3)
+        test_fail(__FILE__, __LINE__,
+                  "ta %d tb %d M %lld N %lld K %lld pad %d: C[%lld, %lld] = %.9g, want %.9g", ta,
+                  tb, (long long)M, (long long)N, (long long)K, pad, (long long)i, (long long)j,
+                  got, want);
+    }
+  free(A), free(B), free(C), free(C0);
+  return bad;
+}
+
+TEST(sgemm_native_matches_double_loop) {
+  if (!OP_SGEMM_NATIVE) {
+    /* a build without AVX-512 declines every product, so BLAS runs them */
+    float a = 1, b = 1, c = 0;
+    CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1));
+    test_note("no AVX-512 in this build: kiln's sgemm is off, OpenBLAS runs float32 GEMM");
+    return;
+  }
+  /* panel edges (MR 12, NR 32, 16-wide transposes), two K slices (KC 256),
+   * two row blocks (MC 144), two column blocks (NC 2048) */
+  static const int64_t shapes[][3] = {{1, 1, 1},    {12, 32, 16},  {13, 33, 17},  {11, 31, 15},
+                                      {25, 47, 257}, {150, 70, 40}, {5, 2100, 20}, {40, 16, 600}};
+  static const float ab[][2] = {{1, 0}, {0.75f, 1}, {-1.5f, -0.5f}};
+  unsigned seed = 7;
+  int bad = 0, runs = 0;
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      const float *p = ab[(s + (size_t)t) % 3];
+      bad += check_one(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 3),
+                       p[0], p[1], &seed);
+      runs++;
+    }
+  CHECK_EQ_INT(bad, 0);
+  test_note("%d products", runs);
+}
+
+/* Through kiln_mm at the default thread count: the product is split into
+ * row or column slices of whole panels (Note [BLAS threads]). */
+TEST(sgemm_threaded_slices_match_double_loop) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(3);
+  static const int64_t dims[][3] = {{300, 70, 90}, {70, 300, 90}, {129, 257, 64}};
+  for (int s = 0; s < 3; s++) {
+    int64_t M = dims[s][0], N = dims[s][1], K = dims[s][2];
+    kiln_tensor *a = kiln_randn(2, (int64_t[]){K, M}, KILN_DTYPE_F32, g);
+    kiln_tensor *b = kiln_randn(2, (int64_t[]){N, K}, KILN_DTYPE_F32, g);
+    kiln_tensor *c = kiln_mm(kiln_t(a), kiln_t(b)); /* both operands transposed */
+    CHECK_MSG(c, "mm failed: %s", kiln_last_error());
+    if (!c) continue;
+    const float *pa = core_data(a), *pb = core_data(b), *pc = core_data(c);
+    int bad = 0;
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          want += (double)pa[k * M + i] * pb[j * K + k];
+          mag += fabs((double)pa[k * M + i] * pb[j * K + k]);
+        }
+        if (!(fabs(pc[i * N + j] - want) <= 1e-6 * mag + 1e-30) && bad++ < 3)
+          test_fail(__FILE__, __LINE__, "[%lld, %lld, %lld] C[%lld, %lld] = %.9g, want %.9g",
+                    (long long)M, (long long)N, (long long)K, (long long)i, (long long)j,
+                    pc[i * N + j], want);
+      }
+  }
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
