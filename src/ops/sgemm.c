@@ -47,10 +47,12 @@ static float *grow(float **buf, size_t *cap, size_t n) {
 /* 16 x 16 transpose of r[0..15] in registers. */
 static inline void transpose16(__m512 r[16]) {
   __m512 t[16];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; i++) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
     t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
   }
+#pragma GCC unroll 4
   for (int i = 0; i < 4; i++) {
     __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 2]);
     __m512d c = _mm512_castps_pd(t[4 * i + 1]), d = _mm512_castps_pd(t[4 * i + 3]);
@@ -60,13 +62,17 @@ static inline void transpose16(__m512 r[16]) {
     r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
   }
   /* r[4i+j] now holds, in each 128-bit lane l, column 4l+j of rows 4i..4i+3 */
+#pragma GCC unroll 2
   for (int i = 0; i < 2; i++)
+#pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
       __m512 a = r[8 * i + j], b = r[8 * i + 4 + j];
       t[8 * i + j] = _mm512_shuffle_f32x4(a, b, 0x88);     /* lanes 0,2 of a; 0,2 of b */
       t[8 * i + 4 + j] = _mm512_shuffle_f32x4(a, b, 0xdd); /* lanes 1,3 of a; 1,3 of b */
     }
+#pragma GCC unroll 4
   for (int j = 0; j < 4; j++)
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
       __m512 a = t[4 * h + j], b = t[8 + 4 * h + j];
       r[j + 4 * h] = _mm512_shuffle_f32x4(a, b, 0x88);     /* column j + 4h */
@@ -98,12 +104,24 @@ static void pack_transposed(float *dst, int width, const float *p, int64_t ld, i
     int64_t wj = w - v < 16 ? (w - v > 0 ? w - v : 0) : 16;
     for (int64_t k = 0; k < kc; k += 16) {
       __mmask16 mk = tail_mask(kc - k);
+      const float *row = p + v * ld + k;
       __m512 r[16];
-      for (int j = 0; j < 16; j++)
-        r[j] = j < wj ? _mm512_maskz_loadu_ps(mk, p + (v + j) * ld + k) : _mm512_setzero_ps();
+      if (wj == 16 && kc - k >= 16) { /* the common, full block */
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++) r[j] = _mm512_loadu_ps(row + j * ld);
+      } else {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; j++)
+          r[j] = j < wj ? _mm512_maskz_loadu_ps(mk, row + j * ld) : _mm512_setzero_ps();
+      }
       transpose16(r);
-      int64_t nk = kc - k < 16 ? kc - k : 16;
-      for (int64_t i = 0; i < nk; i++) _mm512_store_ps(dst + (k + i) * width + v, r[i]);
+      float *d = dst + k * width + v;
+      if (kc - k >= 16) {
+#pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) _mm512_store_ps(d + i * width, r[i]);
+      } else {
+        for (int64_t i = 0; i < kc - k; i++) _mm512_store_ps(d + i * width, r[i]);
+      }
     }
   }
 }
