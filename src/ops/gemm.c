@@ -39,9 +39,31 @@ static void gemv(kiln_dtype dt, bool trans, int64_t rows, int64_t cols, double a
                 y, (int)incy);
 }
 
+/* C[M, N] = D for an addend D (a pass before BLAS, which adds only C). */
+static void addend_to_c(kiln_dtype dt, const op_gemm_addend *d, int64_t M, int64_t N, void *C,
+                        int64_t ldc) {
+  if (d->data == C && d->rs == ldc && (d->cs == 1 || N == 1)) return;
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t j = 0; j < N; j++) {
+      int64_t s = i * d->rs + j * d->cs;
+      if (dt == KILN_DTYPE_F32) ((float *)C)[i * ldc + j] = ((const float *)d->data)[s];
+      else ((double *)C)[i * ldc + j] = ((const double *)d->data)[s];
+    }
+}
+
 static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
-                 int64_t ldc) {
+                 const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                 const op_gemm_addend *add, void *C, int64_t ldc) {
+  if (add && beta != 0) {
+    /* kiln's sgemm reads a row-contiguous addend itself; otherwise it is
+     * copied into C (this slice, while it is about to be in cache) */
+    bool direct = OP_SGEMM_NATIVE && dt == KILN_DTYPE_F32 && M > 1 && N > 1 && K > 0 &&
+                  add->cs == 1;
+    if (direct && op_sgemm_native(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta,
+                                  add->data, add->rs, C, ldc))
+      return;
+    addend_to_c(dt, add, M, N, C, ldc);
+  }
   /* Note [GEMV]: with one row (batch-1 inference) or one column, GEMM
    * would pack the whole other matrix on every call; GEMV streams it once. */
   if (M == 1 && K > 0) {
@@ -59,7 +81,7 @@ static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     return;
   }
   if (dt == KILN_DTYPE_F32 && op_sgemm_native(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb,
-                                              (float)beta, C, ldc))
+                                              (float)beta, NULL, 0, C, ldc))
     return;
   enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
   if (dt == KILN_DTYPE_F32)
@@ -76,16 +98,17 @@ static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t 
 void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
              int64_t ldc) {
-  op_gemm_ep(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL);
+  op_gemm_ep(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, NULL, C, ldc, NULL, NULL);
 }
 
 void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
-                int64_t ldc, op_gemm_epilogue ep, void *ep_ctx) {
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                const op_gemm_addend *add, void *C, int64_t ldc, op_gemm_epilogue ep,
+                void *ep_ctx) {
   ensure_single();
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   if (nt < 2 || M * N * K < GEMM_PARALLEL_MIN || (M < 32 && N < 32)) {
-    call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, add, C, ldc);
     if (ep) ep(C, M, N, ldc, ep_ctx);
     return;
   }
@@ -105,13 +128,19 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
       /* rows [s0, s1) of C come from rows [s0, s1) of op(A) */
       const char *a = (const char *)A + (size_t)(ta ? s0 : s0 * lda) * es;
       char *c = (char *)C + (size_t)(s0 * ldc) * es;
-      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta, c, ldc);
+      op_gemm_addend d = add ? (op_gemm_addend){(const char *)add->data + (size_t)(s0 * add->rs) * es,
+                                                add->rs, add->cs}
+                             : (op_gemm_addend){0};
+      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta, add ? &d : NULL, c, ldc);
       if (ep) ep(c, s1 - s0, N, ldc, ep_ctx); /* while the slice is in cache */
     } else {
       /* columns [s0, s1) of C come from columns [s0, s1) of op(B) */
       const char *b = (const char *)B + (size_t)(tb ? s0 * ldb : s0) * es;
       char *c = (char *)C + (size_t)s0 * es;
-      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, c, ldc);
+      op_gemm_addend d = add ? (op_gemm_addend){(const char *)add->data + (size_t)(s0 * add->cs) * es,
+                                                add->rs, add->cs}
+                             : (op_gemm_addend){0};
+      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, add ? &d : NULL, c, ldc);
       if (ep) ep(c, M, s1 - s0, ldc, ep_ctx);
     }
   }

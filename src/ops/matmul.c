@@ -126,11 +126,13 @@ static void gemm_i64(const gemm_arg *A, const gemm_arg *B, int64_t bi, int64_t n
 }
 
 static void gemm_blas(kiln_dtype dt, const gemm_arg *A, const gemm_arg *B, int64_t bi,
-                      int n, int k, int m, double alpha, double beta, void *C) {
+                      int n, int k, int m, double alpha, double beta, const op_gemm_addend *add,
+                      void *C) {
   size_t es = kiln_dtype_size(dt);
-  op_gemm(dt, A->trans, B->trans, n, m, k, alpha, (const char *)A->base + (size_t)(bi * A->bstride) * es,
-          A->ld, (const char *)B->base + (size_t)(bi * B->bstride) * es, B->ld, beta, C,
-          m > 1 ? m : 1);
+  op_gemm_ep(dt, A->trans, B->trans, n, m, k, alpha,
+             (const char *)A->base + (size_t)(bi * A->bstride) * es, A->ld,
+             (const char *)B->base + (size_t)(bi * B->bstride) * es, B->ld, beta, add, C,
+             m > 1 ? m : 1, NULL, NULL);
 }
 
 /* C[i] = alpha * a[i] @ b[i] + beta * C[i] for i < batch; a is [.., n, k],
@@ -138,7 +140,7 @@ static void gemm_blas(kiln_dtype dt, const gemm_arg *A, const gemm_arg *B, int64
  * only when beta != 0). Returns < 0 on OOM. */
 static int gemm_run(kiln_dtype dt, int64_t batch, int64_t n, int64_t k, int64_t m,
                     double alpha, const kiln_tensor *a, const kiln_tensor *b, double beta,
-                    void *C) {
+                    const op_gemm_addend *add, void *C) {
   size_t es = kiln_dtype_size(dt);
   int64_t cnum = batch * n * m;
   gemm_arg A, B;
@@ -167,12 +169,12 @@ static int gemm_run(kiln_dtype dt, int64_t batch, int64_t n, int64_t k, int64_t 
     /* Many small products: one per OpenMP thread (Note [BLAS threads]). */
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; i++)
-      gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta,
+      gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta, NULL,
                 (char *)C + i * n * m * (int64_t)es);
   } else {
     /* Large products: BLAS parallelises each one itself. */
     for (int64_t i = 0; i < batch; i++)
-      gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta,
+      gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta, batch == 1 ? add : NULL,
                 (char *)C + i * n * m * (int64_t)es);
   }
   kiln_release(A.copy);
@@ -198,7 +200,7 @@ int op_mm_infer(const op_val *a, int n, op_meta *o, int m) {
 
 int op_mm_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   const kiln_tensor *x = a[0].t, *y = a[1].t;
-  return gemm_run(x->dtype, 1, x->shape[0], x->shape[1], y->shape[1], 1.0, x, y, 0.0,
+  return gemm_run(x->dtype, 1, x->shape[0], x->shape[1], y->shape[1], 1.0, x, y, 0.0, NULL,
                   core_data(o[0]));
 }
 
@@ -249,7 +251,7 @@ int op_bmm_infer(const op_val *a, int n, op_meta *o, int m) {
 int op_bmm_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   const kiln_tensor *x = a[0].t, *y = a[1].t;
   return gemm_run(x->dtype, x->shape[0], x->shape[1], x->shape[2], y->shape[2], 1.0, x, y,
-                  0.0, core_data(o[0]));
+                  0.0, NULL, core_data(o[0]));
 }
 
 int op_bmm_grad(op_grad_ctx *g) {
@@ -296,15 +298,30 @@ int op_addmm_infer(const op_val *a, int n, op_meta *o, int m) {
   return 1;
 }
 
-/* out = beta * self (broadcast) + alpha * mat1 @ mat2: self is copied into
- * out and BLAS scales it by beta in the same pass as the product. With
- * beta == 0 self is not read (NaNs in it do not propagate, as PyTorch). */
+/* addmm's self as the GEMM's addend over the product's [rows, cols]
+ * (broadcast dims get stride 0); false for int64, whose loop GEMM adds
+ * only C, and for an empty sum (K 0), where C = beta * self is a copy. */
+static bool addend_of(const kiln_tensor *self, const kiln_tensor *x, op_gemm_addend *d) {
+  if (x->dtype == KILN_DTYPE_I64 || x->shape[1] == 0) return false;
+  int nd = self->ndim;
+  d->data = core_data(self);
+  d->rs = nd == 2 && self->shape[0] != 1 ? self->strides[0] : 0;
+  d->cs = nd >= 1 && self->shape[nd - 1] != 1 ? self->strides[nd - 1] : 0;
+  return true;
+}
+
+/* out = beta * self (broadcast) + alpha * mat1 @ mat2: the GEMM reads self
+ * as its addend (Note [kiln sgemm]) in the same pass as the product, or
+ * self is copied into out first. With beta == 0 self is not read (NaNs in
+ * it do not propagate, as PyTorch). */
 int op_addmm_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   const kiln_tensor *x = a[1].t, *y = a[2].t;
   double beta = op_val_num(&a[3]), alpha = op_val_num(&a[4]);
-  if (beta != 0) op_copy_into(o[0], a[0].t);
+  op_gemm_addend d;
+  bool direct = beta != 0 && addend_of(a[0].t, x, &d);
+  if (beta != 0 && !direct) op_copy_into(o[0], a[0].t);
   return gemm_run(x->dtype, 1, x->shape[0], x->shape[1], y->shape[1], alpha, x, y, beta,
-                  core_data(o[0]));
+                  direct ? &d : NULL, core_data(o[0]));
 }
 
 int op_addmm_grad(op_grad_ctx *g) {
@@ -373,8 +390,10 @@ int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   kiln_dtype dt = x->dtype;
   act_ctx ctx = {op_table[gelu ? KILN_OP_GELU : KILN_OP_RELU].tiles[dt], {{1.0, NAN, NAN, NAN}}, dt};
   gemm_arg A, B;
+  op_gemm_addend d;
   int rc;
-  if (beta != 0) op_copy_into(o[0], a[0].t);
+  bool direct = beta != 0 && addend_of(a[0].t, x, &d);
+  if (beta != 0 && !direct) op_copy_into(o[0], a[0].t);
   int64_t nr = x->shape[0], k = x->shape[1], nc = y->shape[1];
   if (nr * nc == 0) return 0;
   if (k == 0) { /* act(beta * self) */
@@ -396,7 +415,7 @@ int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     return rc;
   }
   op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, alpha, A.base, A.ld, B.base, B.ld, beta,
-             core_data(o[0]), nc > 1 ? nc : 1, act_epilogue, &ctx);
+             direct ? &d : NULL, core_data(o[0]), nc > 1 ? nc : 1, act_epilogue, &ctx);
   kiln_release(A.copy);
   kiln_release(B.copy);
   return 0;

@@ -245,13 +245,12 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
              int64_t ldc);
 
-/* A GEMM epilogue: applied to each rows x cols slice of C (row stride ldc)
- * right after the GEMM that wrote it, while it is in cache. */
 /* kiln's own float32 GEMM (Note [kiln sgemm], sgemm.c): C = alpha op(A)
- * op(B) + beta C, row-major, on the calling thread. Returns false (and
- * touches nothing) when the build has no AVX-512 kernel, a size is not
- * positive, or its packing buffers cannot be allocated; the caller then
- * uses BLAS. */
+ * op(B) + beta D, row-major, on the calling thread; D is C when NULL, else
+ * row i of D starts at D + i * ldd (ldd 0 repeats one row: a bias) and may
+ * be C itself. Returns false (and touches nothing) when the build has no
+ * AVX-512 kernel, a size is not positive, or its packing buffers cannot be
+ * allocated; the caller then uses BLAS. */
 #if defined(__AVX512F__)
 #define OP_SGEMM_NATIVE 1
 #else
@@ -259,12 +258,26 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
 #endif
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc);
+                     const float *D, int64_t ldd, float *C, int64_t ldc);
+
+/* The addend of a GEMM, C = alpha op(A) op(B) + beta D: D[i, j] is at
+ * data + (i * rs + j * cs) elements (a 0 stride broadcasts, as addmm's
+ * bias row), in C's dtype. It may be C itself (same strides), nothing
+ * else that C overlaps. */
+typedef struct op_gemm_addend {
+  const void *data;
+  int64_t rs, cs;
+} op_gemm_addend;
+
+/* A GEMM epilogue: applied to each rows x cols slice of C (row stride ldc)
+ * right after the GEMM that wrote it, while it is in cache. */
 typedef void (*op_gemm_epilogue)(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx);
-/* op_gemm with an epilogue (ep may be NULL). */
+/* op_gemm with an addend (NULL: C itself; read only when beta != 0) and an
+ * epilogue (ep may be NULL). */
 void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
-                const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
-                int64_t ldc, op_gemm_epilogue ep, void *ep_ctx);
+                const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
+                const op_gemm_addend *add, void *C, int64_t ldc, op_gemm_epilogue ep,
+                void *ep_ctx);
 
 /* Gradient helpers written with the public API (no op entries of their own). */
 /* Sums g down to the given shape (undoing broadcasting); new ref in scope. */

@@ -19,8 +19,10 @@
  * registers. Edges are handled by masks on C and zero padding in the
  * panels, so every k loop is the same full-width loop.
  *
- * The first K slice applies the caller's beta (0 never reads C, so NaNs in
- * C do not propagate, as BLAS); later slices add. Threading is op_gemm's
+ * The first K slice adds the caller's beta times D, an addend that may be
+ * C itself or another matrix (addmm's self, a broadcast bias row), so no
+ * pass copies it into C first; beta 0 never reads it, so NaNs there do not
+ * propagate, as BLAS. Later slices add to C. Threading is op_gemm's
  * (Note [BLAS threads]): each thread calls this on its own slice of C. */
 #include "op.h"
 
@@ -146,9 +148,11 @@ static void pack_a_block(float *dst, bool ta, const float *A, int64_t lda, int64
   }
 }
 
-/* C[mr x nr] (masked by m0, m1) = alpha * Apanel . Bpanel + beta * C. */
-static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, int mr,
-                  __mmask16 m0, __mmask16 m1, float alpha, float beta) {
+/* C[mr x nr] (masked by m0, m1) = alpha * Apanel . Bpanel + beta * D
+ * (row i of D at d + i * ldd; d may be c). */
+static void micro(int64_t kc, const float *a, const float *b, const float *d, int64_t ldd,
+                  float *c, int64_t ldc, int mr, __mmask16 m0, __mmask16 m1, float alpha,
+                  float beta) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t k = 0; k < kc; k++) {
@@ -165,10 +169,11 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
   for (int i = 0; i < mr; i++) {
     float *ci = c + i * ldc;
+    const float *di = d + i * ldd;
     __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
     if (beta != 0.0f) {
-      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, ci), r0);
-      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, ci + 16), r1);
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, di), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, di + 16), r1);
     }
     _mm512_mask_storeu_ps(ci, m0, r0);
     _mm512_mask_storeu_ps(ci + 16, m1, r1);
@@ -177,7 +182,8 @@ static void micro(int64_t kc, const float *a, const float *b, float *c, int64_t 
 
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc) {
+                     const float *D, int64_t ldd, float *C, int64_t ldc) {
+  if (!D) D = C, ldd = ldc;
   if (M <= 0 || N <= 0 || K <= 0) return false;
   int64_t nslices = (K + KC - 1) / KC, kcmax = (K + nslices - 1) / nslices;
   int64_t ncmax = N < NC ? N : NC, mcmax = M < MC ? M : MC;
@@ -193,15 +199,19 @@ bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
         if (tb) pack_transposed(bp + j * kc, NR, B + (jc + j) * ldb + pc, ldb, kc, w);
         else pack_kmajor(bp + j * kc, NR, B + pc * ldb + jc + j, ldb, kc, w);
       }
+      /* the first K slice adds beta D; the later ones add to C */
       float be = pc == 0 ? beta : 1.0f;
+      const float *d = pc == 0 ? D : C;
+      int64_t ld = pc == 0 ? ldd : ldc;
       for (int64_t ic = 0; ic < M; ic += MC) {
         int64_t mc = M - ic < MC ? M - ic : MC;
         pack_a_block(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
         for (int64_t j = 0; j < nc; j += NR) {
           __mmask16 m0 = tail_mask(nc - j), m1 = nc - j > 16 ? tail_mask(nc - j - 16) : 0;
           for (int64_t i = 0; i < mc; i += MR)
-            micro(kc, ap + i * kc, bp + j * kc, C + (ic + i) * ldc + jc + j, ldc,
-                  (int)(mc - i < MR ? mc - i : MR), m0, m1, alpha, be);
+            micro(kc, ap + i * kc, bp + j * kc, d + (ic + i) * ld + jc + j, ld,
+                  C + (ic + i) * ldc + jc + j, ldc, (int)(mc - i < MR ? mc - i : MR), m0, m1,
+                  alpha, be);
         }
       }
     }
@@ -213,9 +223,9 @@ bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
 
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     float *C, int64_t ldc) {
+                     const float *D, int64_t ldd, float *C, int64_t ldc) {
   (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
-  (void)ldb, (void)beta, (void)C, (void)ldc;
+  (void)ldb, (void)beta, (void)D, (void)ldd, (void)C, (void)ldc;
   return false;
 }
 

@@ -1,7 +1,9 @@
 /* tests/ops/test_sgemm.c: kiln's own float32 GEMM (Note [kiln sgemm])
  * against a double-precision loop: every transpose, shapes on and off the
  * kernel's panel, block and K-slice edges, padded leading dimensions,
- * alpha/beta (beta 0 never reads C), and the threaded split through mm. */
+ * alpha/beta (beta 0 never reads C), an addend apart from C (a matrix, a
+ * bias row), the threaded split through mm, and addmm's bias read as the
+ * addend through every slice. */
 #include <stdlib.h>
 
 #include "ops/op.h"
@@ -16,23 +18,29 @@ static float *filled(size_t n, unsigned *seed) {
   return p;
 }
 
+enum { ADD_C, ADD_MATRIX, ADD_ROW }; /* the addend: C itself, another matrix, a bias row */
+
 /* Runs one product and checks every element of C (and that the padding
  * columns beyond N are untouched). Returns the number of bad elements. */
 static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad, float alpha,
-                     float beta, unsigned *seed) {
+                     float beta, int addend, unsigned *seed) {
   int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   float *A = filled((size_t)(lda * (ta ? K : M)), seed);
   float *B = filled((size_t)(ldb * (tb ? N : K)), seed);
   float *C = filled((size_t)(ldc * M), seed), *C0 = malloc((size_t)(ldc * M) * sizeof *C0);
-  if (!A || !B || !C || !C0) {
-    free(A), free(B), free(C), free(C0);
+  int64_t ldd = addend == ADD_MATRIX ? N + 1 : 0;
+  float *D = addend == ADD_C ? NULL : filled((size_t)(addend == ADD_MATRIX ? ldd * M : N), seed);
+  if (!A || !B || !C || !C0 || (addend != ADD_C && !D)) {
+    free(A), free(B), free(C), free(C0), free(D);
     return 1;
   }
-  if (beta == 0)
+  if (beta == 0 || addend != ADD_C)
     for (int64_t i = 0; i < ldc * M; i++) C[i] = NAN; /* must not be read */
+  if (beta == 0 && D)
+    for (int64_t i = 0; i < (addend == ADD_MATRIX ? ldd * M : N); i++) D[i] = NAN;
   memcpy(C0, C, (size_t)(ldc * M) * sizeof *C0);
   int bad = 0;
-  if (!op_sgemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) bad++;
+  if (!op_sgemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc)) bad++;
   for (int64_t i = 0; i < M && !bad; i++)
     for (int64_t j = 0; j < ldc; j++) {
       double got = C[i * ldc + j];
@@ -48,15 +56,17 @@ static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad,
         s += a * b;
         mag += fabs(a * b);
       }
-      double want = alpha * s + (beta != 0 ? beta * (double)C0[i * ldc + j] : 0);
+      double add = addend == ADD_C ? C0[i * ldc + j] : D[i * ldd + j];
+      double want = alpha * s + (beta != 0 ? beta * add : 0);
       double tol = 1e-6 * (fabs(alpha) * mag + fabs(beta)) + 1e-30;
       if (!(fabs(got - want) <= tol) && bad++ < 3)
         test_fail(__FILE__, __LINE__,
-                  "ta %d tb %d M %lld N %lld K %lld pad %d: C[%lld, %lld] = %.9g, want %.9g", ta,
-                  tb, (long long)M, (long long)N, (long long)K, pad, (long long)i, (long long)j,
-                  got, want);
+                  "ta %d tb %d M %lld N %lld K %lld pad %d addend %d: C[%lld, %lld] = %.9g, "
+                  "want %.9g",
+                  ta, tb, (long long)M, (long long)N, (long long)K, pad, addend, (long long)i,
+                  (long long)j, got, want);
     }
-  free(A), free(B), free(C), free(C0);
+  free(A), free(B), free(C), free(C0), free(D);
   return bad;
 }
 
@@ -64,7 +74,7 @@ TEST(sgemm_native_matches_double_loop) {
   if (!OP_SGEMM_NATIVE) {
     /* a build without AVX-512 declines every product, so BLAS runs them */
     float a = 1, b = 1, c = 0;
-    CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1));
+    CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1));
     test_note("no AVX-512 in this build: kiln's sgemm is off, OpenBLAS runs float32 GEMM");
     return;
   }
@@ -79,7 +89,7 @@ TEST(sgemm_native_matches_double_loop) {
     for (int t = 0; t < 4; t++) {
       const float *p = ab[(s + (size_t)t) % 3];
       bad += check_one(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 3),
-                       p[0], p[1], &seed);
+                       p[0], p[1], (int)(s + (size_t)t / 2) % 3, &seed);
       runs++;
     }
   CHECK_EQ_INT(bad, 0);
@@ -113,6 +123,56 @@ TEST(sgemm_threaded_slices_match_double_loop) {
                     (long long)M, (long long)N, (long long)K, (long long)i, (long long)j,
                     pc[i * N + j], want);
       }
+  }
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
+/* addmm's self in every broadcast form, contiguous or not, float32 and
+ * float64, large enough to split across threads: read as the GEMM's addend
+ * (kiln's sgemm) or copied into C (BLAS) per slice. */
+TEST(sgemm_addmm_self_forms_match_double_loop) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(5);
+  const int64_t M = 150, N = 90, K = 70;
+  for (int dt = 0; dt < 2; dt++) {
+    kiln_dtype t = dt ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
+    kiln_tensor *x = kiln_randn(2, (int64_t[]){M, K}, t, g);
+    kiln_tensor *w = kiln_randn(2, (int64_t[]){K, N}, t, g);
+    kiln_tensor *full = kiln_randn(2, (int64_t[]){M, N}, t, g);
+    kiln_tensor *selves[6] = {
+        kiln_randn(1, (int64_t[]){N}, t, g),            /* bias row */
+        kiln_randn(2, (int64_t[]){1, N}, t, g),         /* [1, N] */
+        kiln_randn(2, (int64_t[]){M, 1}, t, g),         /* a column: copied */
+        kiln_randn(0, NULL, t, g),                      /* a scalar */
+        full,                                           /* contiguous */
+        kiln_t(kiln_contiguous(kiln_t(full))),          /* column-major: copied */
+    };
+    for (int s = 0; s < 6; s++) {
+      kiln_tensor *self = selves[s];
+      kiln_tensor *r = kiln_addmm(self, x, w, 0.5, -2.0);
+      CHECK_MSG(r, "addmm failed: %s", kiln_last_error());
+      if (!r) continue;
+      int bad = 0;
+      for (int64_t i = 0; i < M; i++)
+        for (int64_t j = 0; j < N; j++) {
+          double acc = 0, mag = 0;
+          for (int64_t k = 0; k < K; k++) {
+            double p = core_get_flat(x, i * K + k) * core_get_flat(w, k * N + j);
+            acc += p;
+            mag += fabs(p);
+          }
+          int64_t si = self->ndim == 2 && self->shape[0] != 1 ? i : 0;
+          int64_t sj = self->ndim >= 1 && self->shape[self->ndim - 1] != 1 ? j : 0;
+          int64_t cols = self->ndim >= 1 ? self->shape[self->ndim - 1] : 1;
+          double sv = core_get_flat(self, si * cols + sj);
+          double want = 0.5 * sv - 2.0 * acc, got = core_get_flat(r, i * N + j);
+          double tol = (dt ? 1e-13 : 1e-6) * (2 * mag + fabs(sv)) + 1e-30;
+          if (!(fabs(got - want) <= tol) && bad++ < 3)
+            test_fail(__FILE__, __LINE__, "dtype %d self %d: [%lld, %lld] = %.9g, want %.9g", dt,
+                      s, (long long)i, (long long)j, got, want);
+        }
+    }
   }
   kiln_generator_free(g);
   kiln_scope_end();
