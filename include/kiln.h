@@ -445,7 +445,9 @@ KILN_API kiln_status kiln_mark_step(void);
 KILN_API char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n);
 /* Counter or timer by name (MarkStep, UncachedCompile, CachedCompile,
  * ExecuteGraph, DeviceDataCacheMiss, CreateLazyTensor, DestroyLazyTensor,
- * SyncTensorsToData; timers CompileTime, ExecuteTime in ns); -1 if unknown. */
+ * SyncTensorsToData, DonatedBuffers (graph inputs whose buffers mark_step
+ * let the graph overwrite: Note [Buffer donation]); timers CompileTime,
+ * ExecuteTime in ns); -1 if unknown. */
 KILN_API int64_t kiln_lazy_counter(const char *name);
 /* Zeroes all counters and timers and forgets recompile reasons. */
 KILN_API void kiln_lazy_metrics_reset(void);

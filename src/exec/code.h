@@ -70,6 +70,11 @@ int exec_code_set_frees(exec_code *c, const int *last);
 /* Runs c on inputs (borrowed) and writes n_outputs new values to outputs.
  * Returns < 0 with the error set; a failing instruction is named. */
 int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs);
+/* exec_code_run taking the inputs' references (each inputs[i] is cleared,
+ * on success and on failure): an input held by nothing else dies at its
+ * last use, so an elementwise op may write into its buffer (Note [Buffer
+ * reuse]). */
+int exec_code_run_owned(const exec_code *c, exec_value *inputs, exec_value *outputs);
 /* Text listing of the code, for debugging (malloc'd). */
 char *exec_code_dump(const exec_code *c);
 

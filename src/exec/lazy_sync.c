@@ -293,12 +293,33 @@ static exec_code *lookup_or_compile(const sync_graph *g) {
 
 /* ---- sync ---------------------------------------------------------------------- */
 
+/* Note [Buffer donation]: a training step's graph reads each parameter
+ * and momentum buffer once more at the end, to write its new value: the
+ * old buffer is dead after that read, as XLA's donated buffers are. When
+ * kiln_mark_step syncs every pending tensor, a device-data input that
+ * nothing but this graph's nodes refers to (no tensor holds it, its CPU
+ * tensor and storage are private) can be handed to the graph: the
+ * interpreter owns it, frees it at its last use, and an elementwise op
+ * there writes its result into it (Note [Buffer reuse]) instead of a fresh
+ * buffer. So p.add_(buf, alpha=-lr) updates p in place, as eagerly. A read
+ * of one tensor (materialize) never donates: other pending tensors may
+ * still need the inputs. If the run fails, a donated input may have been
+ * overwritten; its node is left without data and a later sync of a graph
+ * that reads it fails with an error saying so. */
+static bool donatable(const lazy_node *x, const int *uses) {
+  const kiln_tensor *t = x->data;
+  return x->scalar_tag == 0 && t && x->refcount == uses[x->post_id] && t->refcount == 1 &&
+         t->storage && t->storage->refcount == 1 && !t->ag && !t->requires_grad;
+}
+
 /* Runs the pending graph of ts (all LAZY with pending IR) and turns each
- * into device data. */
-static int sync_tensors(kiln_tensor *const *ts, int n) {
+ * into device data; with donate, inputs only the graph refers to are
+ * handed over (Note [Buffer donation]). */
+static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   sync_graph g;
   int rc = graph_build(&g, ts, n);
   exec_value *ins = NULL, *outs = NULL;
+  int *uses = NULL;
   if (rc < 0) goto done;
   exec_code *code = lookup_or_compile(&g);
   if (!code) {
@@ -307,10 +328,20 @@ static int sync_tensors(kiln_tensor *const *ts, int n) {
   }
   ins = core_calloc((size_t)(g.n_inputs ? g.n_inputs : 1), sizeof *ins);
   outs = core_calloc((size_t)(n ? n : 1), sizeof *outs);
-  if (!ins || !outs) {
+  uses = core_calloc((size_t)(g.n_order ? g.n_order : 1), sizeof *uses);
+  if (!ins || !outs || !uses) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
+  for (int i = 0; i < g.n_order; i++)
+    for (int k = 0; k < g.order[i]->n_operands; k++) uses[g.order[i]->operands[k].node->post_id]++;
+  for (int i = 0; i < g.n_inputs; i++)
+    if (!g.inputs[i]->data) {
+      rc = core_error(KILN_ERR_STATE, "lazy graph execution: an input's value was lost (it was "
+                                      "donated to a graph execution that failed)");
+      goto done;
+    }
+  int donated = 0;
   for (int i = 0; i < g.n_inputs; i++) {
     lazy_node *x = g.inputs[i];
     double v;
@@ -325,12 +356,21 @@ static int sync_tensors(kiln_tensor *const *ts, int n) {
     case OP_VAL_BOOL:
       ins[i] = (exec_value){.tag = EXEC_V_BOOL, .b = *(bool *)core_data(x->data)};
       break;
-    default: ins[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = x->data}; break;
+    default:
+      if (donate && donatable(x, uses)) { /* the node's reference moves to the run */
+        ins[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = x->data};
+        x->data = NULL;
+        donated++;
+      } else {
+        ins[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = kiln_retain(x->data)};
+      }
+      break;
     }
   }
+  lazy_metric_add(LAZY_M_DONATED_BUFFERS, donated);
   int64_t t0 = now_ns();
   bool prev = kiln_set_grad_enabled(false); /* the graph already holds the backward */
-  rc = exec_code_run(code, ins, outs);
+  rc = exec_code_run_owned(code, ins, outs);
   kiln_set_grad_enabled(prev);
   lazy_metric_add(LAZY_M_EXECUTE_TIME, now_ns() - t0);
   lazy_metric_add(LAZY_M_EXECUTE_GRAPH, 1);
@@ -356,6 +396,7 @@ done:
     for (int i = 0; i < n; i++) exec_value_clear(&outs[i]);
   core_free(ins);
   core_free(outs);
+  core_free(uses);
   graph_free(&g);
   return rc;
 }
@@ -380,7 +421,7 @@ kiln_status kiln_mark_step(void) {
   if (n) {
     /* hold them: running the graph must not free a root */
     for (int i = 0; i < n; i++) kiln_retain(ts[i]);
-    rc = sync_tensors(ts, n);
+    rc = sync_tensors(ts, n, true);
     for (int i = 0; i < n; i++) kiln_release(ts[i]);
   }
   core_free(ts);
@@ -389,7 +430,7 @@ kiln_status kiln_mark_step(void) {
 
 static kiln_tensor *materialize(const kiln_tensor *t) {
   kiln_tensor *tt = (kiln_tensor *)t;
-  if (lazy_is_pending(tt) && sync_tensors(&tt, 1) < 0) return NULL;
+  if (lazy_is_pending(tt) && sync_tensors(&tt, 1, false) < 0) return NULL;
   lazy_node *d = lazy_of(t)->value.node;
   return kiln_retain(d->data);
 }

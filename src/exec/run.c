@@ -167,16 +167,23 @@ done:
   return rc;
 }
 
-int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs) {
+/* inputs are copied, or moved (and cleared) when owned */
+static int run_code(const exec_code *c, exec_value *inputs, bool owned, exec_value *outputs) {
   exec_value small[64], *regs = small;
   int rc = 0, pc = 0;
   if (c->n_regs > 64) {
     regs = core_calloc((size_t)c->n_regs, sizeof *regs);
-    if (!regs) return KILN_ERR_NOMEM;
+    if (!regs) {
+      for (int i = 0; owned && i < c->n_inputs; i++) exec_value_clear(&inputs[i]);
+      return KILN_ERR_NOMEM;
+    }
   } else {
     memset(small, 0, sizeof small);
   }
-  for (int i = 0; i < c->n_inputs; i++) regs[c->input_regs[i]] = exec_value_copy(&inputs[i]);
+  for (int i = 0; i < c->n_inputs; i++) {
+    regs[c->input_regs[i]] = owned ? inputs[i] : exec_value_copy(&inputs[i]);
+    if (owned) inputs[i] = (exec_value){.tag = EXEC_V_NONE};
+  }
   while (pc < c->n_instr) {
     const exec_instr *x = &c->instr[pc++];
     switch (x->code) {
@@ -241,6 +248,14 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
   for (int r = 0; r < c->n_regs; r++) exec_value_clear(&regs[r]);
   if (regs != small) core_free(regs);
   return rc;
+}
+
+int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs) {
+  return run_code(c, (exec_value *)inputs, false, outputs);
+}
+
+int exec_code_run_owned(const exec_code *c, exec_value *inputs, exec_value *outputs) {
+  return run_code(c, inputs, true, outputs);
 }
 
 char *exec_code_dump(const exec_code *c) {

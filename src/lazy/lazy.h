@@ -84,6 +84,7 @@ typedef enum lazy_metric {
   LAZY_M_CREATE_LAZY_TENSOR,
   LAZY_M_DESTROY_LAZY_TENSOR,
   LAZY_M_SYNC_TENSORS_TO_DATA,
+  LAZY_M_DONATED_BUFFERS, /* graph inputs whose buffers mark_step handed over */
   LAZY_M_COMPILE_TIME,   /* timers: total ns */
   LAZY_M_EXECUTE_TIME,
   LAZY_M_COUNT

@@ -12,7 +12,7 @@
 static const char *const metric_names[LAZY_M_COUNT] = {
     "MarkStep",          "UncachedCompile",  "CachedCompile",     "ExecuteGraph",
     "DeviceDataCacheMiss", "CreateLazyTensor", "DestroyLazyTensor", "SyncTensorsToData",
-    "CompileTime",       "ExecuteTime"};
+    "DonatedBuffers",    "CompileTime",       "ExecuteTime"};
 static int64_t metric_vals[LAZY_M_COUNT];
 static int64_t metric_samples[LAZY_M_COUNT];
 

@@ -165,3 +165,45 @@ TEST(lazy_recompile_reason_names_an_added_root) {
   CHECK_STR_CONTAINS(kiln_lazy_recompile_reason(0), "aten::tanh");
   kiln_scope_end();
 }
+
+/* The CPU buffer behind synced lazy tensor t (its device data's address;
+ * kiln_to_cpu would return a copy). */
+static uintptr_t buffer_of(kiln_tensor *t) {
+  const lazy_node *d = lazy_of(t)->value.node;
+  return d->op == LAZY_DATA && d->data ? (uintptr_t)core_data(d->data) : 0;
+}
+
+/* Note [Buffer donation]: p.add_(g) writes p's new value into its old
+ * buffer when nothing else holds it; a held CPU value keeps its values. */
+TEST(lazy_mark_step_donates_dead_inputs) {
+  kiln_scope_begin();
+  int64_t n = 1000;
+  kiln_tensor *p = kiln_to_lazy(kiln_arange(0, (double)n, 1, KILN_DTYPE_F32));
+  kiln_tensor *g = kiln_to_lazy(kiln_full(1, &n, 0.5, KILN_DTYPE_F32));
+  CHECK(p && g && kiln_mark_step() == KILN_OK);
+  uintptr_t before = buffer_of(p);
+  CHECK(before != 0);
+  int64_t d0 = ctr("DonatedBuffers");
+  for (int it = 0; it < 3; it++) {
+    /* a step's temporaries (add_'s result tensor) die with its scope */
+    kiln_scope_begin();
+    CHECK(kiln_add_(p, g, -2.0) == KILN_OK);
+    kiln_scope_end();
+    CHECK(kiln_mark_step() == KILN_OK);
+  }
+  /* p's old buffer each step (g is held by its tensor: never donated) */
+  CHECK_EQ_INT(ctr("DonatedBuffers") - d0, 3);
+  CHECK(buffer_of(p) == before);
+  kiln_tensor *held = kiln_detach(p); /* a second tensor holding p's present value */
+  kiln_scope_begin();
+  CHECK(kiln_add_(p, g, -2.0) == KILN_OK);
+  kiln_scope_end();
+  CHECK(kiln_mark_step() == KILN_OK);
+  CHECK_EQ_INT(ctr("DonatedBuffers") - d0, 3);
+  kiln_tensor *old = kiln_to_cpu(held), *now = kiln_to_cpu(p);
+  for (int64_t i = 0; old && now && i < n; i += 111) {
+    CHECK_NEAR(core_get_flat(old, i), i - 3.0, 0); /* untouched */
+    CHECK_NEAR(core_get_flat(now, i), i - 4.0, 0);
+  }
+  kiln_scope_end();
+}
