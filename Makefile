@@ -10,11 +10,14 @@ ifeq ($(FUZZ),1)
   # libFuzzer targets (make fuzz): clang, ASan+UBSan, coverage for the fuzzer.
   CC := clang
   BUILD := build-fuzz
-  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
-         -fno-sanitize-recover=all -Wno-pass-failed
+  OPT := -O1 -g -march=native -fno-omit-frame-pointer \
+         -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
 else ifeq ($(SAN),1)
   BUILD := build-san
-  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+  # -march=native: the release build's kernels (kiln's AVX-512 sgemm is
+  # compiled only for AVX-512 targets), under the sanitizers too.
+  OPT := -O1 -g -march=native -fno-omit-frame-pointer -fsanitize=address,undefined \
+         -fno-sanitize-recover=all
 else
   BUILD := build
   # -fvect-cost-model=dynamic: gcc 12's -O2 default (very-cheap) vectorizes no

@@ -82,8 +82,9 @@ static inline void transpose16(__m512 r[16]) {
     }
 }
 
+/* The first n of 16 lanes (none for n <= 0). */
 static inline __mmask16 tail_mask(int64_t n) {
-  return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
+  return n >= 16 ? (__mmask16)0xffff : n <= 0 ? 0 : (__mmask16)((1u << n) - 1);
 }
 
 /* Pack w columns (w <= width) of a k-major operand (element (k, j) at
