@@ -375,7 +375,11 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   lazy_metric_add(LAZY_M_EXECUTE_TIME, now_ns() - t0);
   lazy_metric_add(LAZY_M_EXECUTE_GRAPH, 1);
   if (rc < 0) {
-    core_error_prefix("lazy graph execution: ");
+    if (donated)
+      core_error_prefix("lazy graph execution (the values of %d donated inputs are lost): ",
+                        donated);
+    else
+      core_error_prefix("lazy graph execution: ");
     goto done;
   }
   for (int i = 0; i < n; i++) {

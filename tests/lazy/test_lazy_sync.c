@@ -207,3 +207,30 @@ TEST(lazy_mark_step_donates_dead_inputs) {
   }
   kiln_scope_end();
 }
+
+/* Note [Buffer donation], a failing run: the step updates p in place, then
+ * the loss meets a label out of range. mark_step fails and says the donated
+ * inputs are lost; a later read of p fails with an error, never a crash or
+ * a half-updated value. */
+TEST(lazy_failed_run_reports_donated_inputs_lost) {
+  kiln_scope_begin();
+  int64_t sp[2] = {4, 3}, n = 2;
+  kiln_tensor *p = kiln_to_lazy(kiln_full(2, sp, 1.0, KILN_DTYPE_F32));
+  kiln_tensor *logits = NULL;
+  CHECK(p && kiln_mark_step() == KILN_OK);
+  int64_t labels[2] = {1, 7}; /* 7: out of range for 3 classes */
+  kiln_scope_begin();
+  kiln_tensor *y = kiln_to_lazy(kiln_from_data(labels, 1, &n, KILN_DTYPE_I64));
+  CHECK(kiln_add_(p, p, 1.0) == KILN_OK); /* p = 2p, in place on the donated buffer */
+  logits = kiln_keep(kiln_cross_entropy(kiln_narrow(p, 0, 0, 2), y, KILN_REDUCTION_MEAN));
+  kiln_scope_end();
+  CHECK(logits);
+  CHECK(kiln_mark_step() < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "out of bounds");
+  CHECK_STR_CONTAINS(kiln_last_error(), "donated");
+  kiln_tensor *c = kiln_to_cpu(p);
+  CHECK(c == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "lost");
+  kiln_release(logits);
+  kiln_scope_end();
+}
