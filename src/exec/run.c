@@ -94,8 +94,11 @@ static int run_op(const exec_instr *x, exec_value *regs) {
   /* Note [Buffer reuse]: an elementwise op whose input dies here, held by
    * nothing but its register, writes its result into that input's buffer
    * (same shape and dtype, contiguous), unless autograd or lazy recording
-   * would need the input. Saves an allocation and a pass over memory. */
-  if ((info->flags & OPF_ELEMENTWISE) && x->n_out == 1 && x->n_free) {
+   * would need the input. Saves an allocation and a pass over memory. An
+   * OPF_SELF_OUT op (addmm: a GEMM reading self as its addend) may do the
+   * same with its self alone. */
+  bool self_out = info->flags & OPF_SELF_OUT;
+  if ((info->flags & OPF_ELEMENTWISE || self_out) && x->n_out == 1 && x->n_free) {
     bool plain = true;
     for (int k = 0; k < x->n_in && plain; k++)
       if (args[k].tag == OP_VAL_TENSOR)
@@ -109,7 +112,7 @@ static int run_op(const exec_instr *x, exec_value *regs) {
           !core_is_contiguous(t) || t->wrapped_number)
         continue;
       bool is_input = false;
-      for (int k = 0; k < x->n_in; k++) is_input |= x->in[k] == x->free[f];
+      for (int k = 0; k < (self_out ? 1 : x->n_in); k++) is_input |= x->in[k] == x->free[f];
       if (!is_input) continue;
       kiln_clear_error();
       if (op_call_into(x->op, args, x->n_in, t) == 0) {

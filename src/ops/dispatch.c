@@ -169,14 +169,23 @@ kiln_tensor *op_call1(int op, const op_val *args, int n_args) {
 int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
   const op_info *info = &op_table[op];
   op_meta m;
-  if (!(info->flags & OPF_ELEMENTWISE) || n_args != info->n_args)
+  bool ew = info->flags & OPF_ELEMENTWISE, self_out = info->flags & OPF_SELF_OUT;
+  if (!(ew || self_out) || n_args != info->n_args)
     return core_error(KILN_ERR_INVALID, "%s: cannot write into a given tensor", info->name);
-  int n = op_ew_infer(op, args, n_args, &m);
+  if (self_out) {
+    /* out is self, and no other argument reads its memory while it is written */
+    bool ok = n_args > 0 && args[0].tag == OP_VAL_TENSOR && args[0].t == out;
+    for (int i = 1; ok && i < n_args; i++)
+      ok = args[i].tag != OP_VAL_TENSOR || args[i].t->storage != out->storage;
+    if (!ok)
+      return core_error(KILN_ERR_INVALID, "%s: can write only into its self, alone", info->name);
+  }
+  int n = ew ? op_ew_infer(op, args, n_args, &m) : info->infer(args, n_args, &m, 1);
   if (n < 0) return n;
-  if (m.dtype != out->dtype || m.ndim != out->ndim ||
+  if (n != 1 || m.dtype != out->dtype || m.ndim != out->ndim ||
       memcmp(m.shape, out->shape, (size_t)m.ndim * sizeof *m.shape) || !core_is_contiguous(out))
     return core_error(KILN_ERR_INVALID, "%s: the result does not fit the given tensor", info->name);
-  int rc = op_ew_run(op, args, n_args, out);
+  int rc = ew ? op_ew_run(op, args, n_args, out) : info->cpu(args, n_args, &out, 1);
   if (rc == 0) core_bump_version(out);
   return rc;
 }

@@ -121,6 +121,9 @@ enum {
   OPF_NO_SAVE_IN = 1 << 14, /* the formula reads only the inputs' shapes and
                                dtypes: autograd saves metadata, not data */
   OPF_INPLACE = 1 << 15,    /* writes its first argument ("Tensor(a!) self") */
+  OPF_SELF_OUT = 1 << 16,   /* not elementwise, but its kernel may write the result
+                               into self's buffer when self has the result's shape
+                               (it reads each element of self before writing it) */
 };
 
 typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,
@@ -191,8 +194,11 @@ bool op_arg_is_scalar(int op, int i);
  * their count, or a negative kiln_status with the error set. */
 int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
 /* Runs elementwise op writing its result into out (contiguous, of the
- * result's shape and dtype), which may be one of the inputs' tensors. No
- * autograd, no lazy recording: the caller checks neither applies. */
+ * result's shape and dtype), which may be one of the inputs' tensors; or an
+ * OPF_SELF_OUT op writing into out, which must then be its self (args[0])
+ * and share no storage with its other tensor arguments. No autograd, no
+ * lazy recording: the caller checks neither applies. < 0 (error set, out
+ * untouched) when out does not fit. */
 int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out);
 /* op_call for single-output ops: the output or NULL. */
 kiln_tensor *op_call1(int op, const op_val *args, int n_args);

@@ -142,6 +142,53 @@ TEST(interp_reuses_dying_buffers) {
   kiln_scope_end();
 }
 
+/* Note [Buffer reuse] for an OPF_SELF_OUT op: addmm accumulates into its
+ * dying self's buffer, but not when self is also a factor (mat1). */
+TEST(interp_addmm_reuses_dying_self) {
+  static const char *texts[2] = {"graph(%s : Tensor, %a : Tensor, %b : Tensor):\n"
+                                 "  %k : float = prim::Constant[value=2.]()\n"
+                                 "  %one : int = prim::Constant[value=1]()\n"
+                                 "  %c : Tensor = aten::mul(%s, %k)\n"
+                                 "  %y : Tensor = aten::addmm(%c, %a, %b, %one, %one)\n"
+                                 "  return (%y)\n",
+                                 "graph(%s : Tensor, %a : Tensor, %b : Tensor):\n"
+                                 "  %k : float = prim::Constant[value=2.]()\n"
+                                 "  %one : int = prim::Constant[value=1]()\n"
+                                 "  %c : Tensor = aten::mul(%s, %k)\n"
+                                 "  %y : Tensor = aten::addmm(%c, %c, %b, %one, %one)\n"
+                                 "  return (%y)\n"};
+  /* c = 2s; y = c + I @ ones = c + 1, and y = c + c @ ones */
+  static const double want[2][4] = {{3, 5, 7, 9}, {8, 10, 20, 22}};
+  static const int64_t buffers[2] = {1, 2};
+  kiln_scope_begin();
+  float sv[4] = {1, 2, 3, 4}, av[4] = {1, 0, 0, 1}, bv[4] = {1, 1, 1, 1};
+  int64_t sh[2] = {2, 2};
+  kiln_tensor *s = kiln_from_data(sv, 2, sh, KILN_DTYPE_F32), *a = kiln_from_data(av, 2, sh, KILN_DTYPE_F32);
+  kiln_tensor *b = kiln_from_data(bv, 2, sh, KILN_DTYPE_F32);
+  for (int t = 0; t < 2; t++) {
+    ir_graph *g = ir_graph_parse(texts[t], strlen(texts[t]));
+    exec_code *c = g ? exec_compile(g, NULL) : NULL;
+    CHECK(c != NULL);
+    exec_value in[3] = {{.tag = EXEC_V_TENSOR, .t = s}, {.tag = EXEC_V_TENSOR, .t = a},
+                        {.tag = EXEC_V_TENSOR, .t = b}},
+               out[1] = {{0}};
+    int64_t h0, m0, h1, m1;
+    size_t bytes;
+    core_cache_stats(&h0, &m0, &bytes);
+    CHECK(c && exec_code_run(c, in, out) == 0);
+    core_cache_stats(&h1, &m1, &bytes);
+#if !defined(__SANITIZE_ADDRESS__)
+    CHECK_EQ_INT((h1 - h0) + (m1 - m0), buffers[t]);
+#endif
+    for (int i = 0; out[0].t && i < 4; i++) CHECK_NEAR(core_get_flat(out[0].t, i), want[t][i], 0);
+    exec_value_clear(&out[0]);
+    exec_code_free(c);
+    ir_graph_free(g);
+  }
+  CHECK_NEAR(core_get_flat(s, 3), 4, 0); /* the caller's input is untouched */
+  kiln_scope_end();
+}
+
 /* More than 16 values through a ListUnpack and around a loop: a rotation of
  * 20 carried tensors, so a dropped or stale value changes the result. */
 TEST(interp_many_loop_carried_values) {
