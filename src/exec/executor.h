@@ -51,7 +51,7 @@ struct exec_function {
   int64_t profiling_runs, optimizations, guard_passes, guard_failures, fallback_calls;
   char **reasons;                  /* at the root only */
   int n_reasons;
-  char *last_optimized;            /* at the root: text of the last optimized plan run */
+  bool ran_optimized;              /* at the root: a call ran the optimized plan */
 };
 
 /* A new executor over a copy of g. NULL on error. */

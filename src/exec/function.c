@@ -127,7 +127,7 @@ const char *kiln_function_guard_failure_reason(const kiln_function *f, int i) {
 }
 
 char *kiln_function_last_optimized_graph(const kiln_function *f) {
-  return f->ex->last_optimized ? core_strdup(f->ex->last_optimized) : NULL;
+  return f->ex->ran_optimized ? exec_function_describe(f->ex) : NULL;
 }
 
 static size_t json_escape(char *dst, size_t cap, const char *s) {
@@ -155,11 +155,14 @@ static size_t json_escape(char *dst, size_t cap, const char *s) {
 char *kiln_function_stats_json(const kiln_function *f) {
   kiln_function_stats st;
   exec_function_stats(f->ex, &st);
-  const char *g = f->ex->last_optimized;
+  char *g = kiln_function_last_optimized_graph(f);
   size_t cap = 1024 + (g ? strlen(g) * 2 : 0), k = 0;
   for (int i = 0; i < f->ex->n_reasons; i++) cap += strlen(f->ex->reasons[i]) * 2 + 8;
   char *s = core_alloc(cap);
-  if (!s) return NULL;
+  if (!s) {
+    core_free(g);
+    return NULL;
+  }
   k += (size_t)snprintf(s + k, cap - k,
                         "{\"profiling_runs\": %lld, \"optimizations\": %lld, \"guard_passes\": "
                         "%lld, \"guard_failures\": %lld, \"fallback_calls\": %lld, "
@@ -175,6 +178,7 @@ char *kiln_function_stats_json(const kiln_function *f) {
   if (g) k += json_escape(s + k, cap - k, g);
   else k += (size_t)snprintf(s + k, cap - k, "null");
   if (k < cap) snprintf(s + k, cap - k, "}");
+  core_free(g);
   return s;
 }
 
