@@ -53,8 +53,8 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
   /* the traced graphs' types are exact for this plan's shapes (plans are
    * keyed by them), so the whole cleanup applies */
   if (pass_cleanup(p->gr.f) < 0 || pass_cleanup(p->gr.df) < 0) goto fail;
-  if (d->fuse && (pass_gemm_epilogue(p->gr.f) < 0 || pass_add_epilogue(p->gr.f) < 0 ||
-                 pass_add_epilogue(p->gr.df) < 0 || pass_fuse(p->gr.f) < 0 ||
+  if (d->fuse && (pass_gemm_epilogue(p->gr.f) < 0 || pass_add_epilogue(p->gr.f, false) < 0 ||
+                 pass_add_epilogue(p->gr.df, false) < 0 || pass_fuse(p->gr.f) < 0 ||
                  pass_fuse(p->gr.df) < 0 ||
                  pass_run(p->gr.f, "dce") < 0 || pass_run(p->gr.df, "dce") < 0))
     goto fail;

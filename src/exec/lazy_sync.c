@@ -146,7 +146,7 @@ static int compile(const sync_graph *g, exec_code **out) {
     goto done;
   }
   if ((rc = pass_cleanup(lg.g)) < 0 || (rc = pass_gemm_epilogue(lg.g)) < 0 ||
-      (rc = pass_add_epilogue(lg.g)) < 0 ||
+      (rc = pass_add_epilogue(lg.g, true)) < 0 ||
       (rc = pass_fuse(lg.g)) < 0 ||
       (rc = pass_run(lg.g, "dce")) < 0)
     goto done;

@@ -100,9 +100,12 @@ int pass_fuse(ir_graph *g);
  * Returns how many were rewritten. */
 int pass_gemm_epilogue(ir_graph *g);
 /* Note [Add epilogue] in fuse.c: add(x, mm(a, b)) -> addmm(x, a, b) where
- * the types show no broadcasting. Only for graphs whose types are exact
+ * the types show no broadcasting, and add(mul(y, s), mm(a, b)) -> addmm(y,
+ * a, b, beta=s) where the number s cannot be 0: a constant, or any number
+ * input when numbers_nonzero (lazy graphs: Note [Special scalars] keeps 0
+ * and 1 constants). Only for graphs whose types are exact
  * (DifferentiableGraph plans, lazy graphs). Returns how many were
  * rewritten, or < 0 on OOM. */
-int pass_add_epilogue(ir_graph *g);
+int pass_add_epilogue(ir_graph *g, bool numbers_nonzero);
 
 #endif

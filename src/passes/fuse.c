@@ -261,8 +261,25 @@ static bool same_tensor_type(const ir_type *a, const ir_type *b) {
  * only what profiling saw (another call may bring x with more dims, which
  * add broadcasts and addmm refuses), so it runs only on graphs whose types
  * are exact: DifferentiableGraph plans (keyed by their input shapes) and
- * lazy graphs (compiled per shape). Returns 1 if n was rewritten. */
-static int add_epilogue(ir_graph *g, ir_node *n) {
+ * lazy graphs (compiled per shape).
+ *
+ * When %x is `aten::mul(%y, %s)` for a number %s, used only here (an
+ * optimizer's buf * momentum + grad), the scale goes into addmm's beta and
+ * the mul's pass disappears: addmm(%y, %a, %b, beta=%s). addmm ignores
+ * self when beta is 0, where 0 * y would carry y's NaNs, so %s must be
+ * known nonzero: a constant, or in a lazy graph any number input (Note
+ * [Special scalars]: 0 and 1 are recorded as constants, so a run-time
+ * number never is 0). The result is rounded once (beta * y + product in
+ * one FMA) instead of twice. Returns 1 if n was rewritten. */
+static bool nonzero_number(const ir_value *s, bool numbers_nonzero) {
+  if (s->type->kind != IR_TYPE_FLOAT && s->type->kind != IR_TYPE_INT) return false;
+  pass_const c;
+  if (pass_const_of(s, &c))
+    return (c.tag == PASS_C_INT && c.i != 0) || (c.tag == PASS_C_FLOAT && c.f != 0);
+  return numbers_nonzero;
+}
+
+static int add_epilogue(ir_graph *g, ir_node *n, bool numbers_nonzero) {
   if (n->op != KILN_OP_ADD || n->n_inputs != 3) return 0;
   double alpha;
   pass_const c;
@@ -270,14 +287,22 @@ static int add_epilogue(ir_graph *g, ir_node *n) {
   alpha = c.tag == PASS_C_INT ? (double)c.i : c.f;
   if (alpha != 1) return 0;
   for (int k = 0; k < 2; k++) {
-    ir_value *prod = n->inputs[k], *x = n->inputs[1 - k];
-    ir_node *mm = prod->node;
+    ir_value *prod = n->inputs[k], *x = n->inputs[1 - k], *beta = n->inputs[2];
+    ir_node *mm = prod->node, *scale = x->node;
     if (!mm || mm->op != KILN_OP_MM || prod->n_uses != 1 || mm->owner != n->owner) continue;
     if (!same_tensor_type(x->type, prod->type) || !same_tensor_type(n->outputs[0]->type, prod->type))
       continue;
+    if (scale && scale->op == KILN_OP_MUL && scale->n_inputs == 2 && x->n_uses == 1 &&
+        scale->owner == n->owner && same_tensor_type(scale->inputs[0]->type, prod->type) &&
+        nonzero_number(scale->inputs[1], numbers_nonzero)) {
+      beta = scale->inputs[1];
+      x = scale->inputs[0];
+    } else {
+      scale = NULL;
+    }
     ir_node *am = ir_node_new_op(g, KILN_OP_ADDMM);
     if (!am) return KILN_ERR_NOMEM;
-    ir_value *ins[5] = {x, mm->inputs[0], mm->inputs[1], n->inputs[2], n->inputs[2]};
+    ir_value *ins[5] = {x, mm->inputs[0], mm->inputs[1], beta, n->inputs[2]};
     for (int i = 0; i < 5; i++)
       if (ir_node_add_input(am, ins[i]) < 0) return KILN_ERR_NOMEM;
     ir_value *y = ir_node_add_output(am, n->outputs[0]->type);
@@ -286,6 +311,7 @@ static int add_epilogue(ir_graph *g, ir_node *n) {
     if (ir_value_replace_all_uses(n->outputs[0], y) < 0) return KILN_ERR_NOMEM;
     int rc = ir_node_remove(n);
     if (rc == 0) rc = ir_node_remove(mm);
+    if (rc == 0 && scale) rc = ir_node_remove(scale);
     return rc < 0 ? rc : 1;
   }
   return 0;
@@ -325,18 +351,20 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
 
 int pass_gemm_epilogue(ir_graph *g) { return epilogue_block(g, ir_graph_top(g)); }
 
-static int add_epilogue_block(ir_graph *g, ir_block *b) {
+static int add_epilogue_block(ir_graph *g, ir_block *b, bool numbers_nonzero) {
   int made = 0, rc;
   for (ir_node *n = b->first, *next; n; n = next) {
     next = n->next;
     for (int i = 0; i < n->n_blocks; i++) {
-      if ((rc = add_epilogue_block(g, n->blocks[i])) < 0) return rc;
+      if ((rc = add_epilogue_block(g, n->blocks[i], numbers_nonzero)) < 0) return rc;
       made += rc;
     }
-    if ((rc = add_epilogue(g, n)) < 0) return rc;
+    if ((rc = add_epilogue(g, n, numbers_nonzero)) < 0) return rc;
     made += rc;
   }
   return made;
 }
 
-int pass_add_epilogue(ir_graph *g) { return add_epilogue_block(g, ir_graph_top(g)); }
+int pass_add_epilogue(ir_graph *g, bool numbers_nonzero) {
+  return add_epilogue_block(g, ir_graph_top(g), numbers_nonzero);
+}

@@ -395,7 +395,7 @@ TEST(fusion_add_epilogue_becomes_addmm) {
   kiln_scope_begin();
   ir_graph *g = ir_graph_parse(text, strlen(text));
   CHECK(g && pass_gemm_epilogue(g) == 0); /* that pass: activations only */
-  CHECK(g && pass_add_epilogue(g) == 1);
+  CHECK(g && pass_add_epilogue(g, false) == 1);
   char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
   CHECK_STR_CONTAINS(t, "Float(4, 5, device=cpu) = aten::addmm(%x, %a, %b, %one, %one)");
   CHECK_STR_CONTAINS(t, "aten::add(%m2, %v, %one)");
@@ -414,6 +414,55 @@ TEST(fusion_add_epilogue_becomes_addmm) {
   exec_value_clear(&out[0]);
   exec_value_clear(&out[1]);
   ir_graph_free(g);
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
+
+/* Note [Add epilogue], scaled: add(mul(y, s), mm(a, b)) takes s as addmm's
+ * beta when s cannot be 0: a constant 0.5 always, a number input only in
+ * a lazy graph (numbers_nonzero). Values as unfused, to rounding (one FMA
+ * instead of a multiply and an add). */
+TEST(fusion_add_epilogue_takes_the_scale) {
+  static const char *text = "graph(%y : Float(4, 5, device=cpu),\n"
+                            "      %a : Float(4, 3, device=cpu),\n"
+                            "      %b : Float(3, 5, device=cpu),\n"
+                            "      %s : float):\n"
+                            "  %one : int = prim::Constant[value=1]()\n"
+                            "  %h : float = prim::Constant[value=0.5]()\n"
+                            "  %m : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+                            "  %x : Float(4, 5, device=cpu) = aten::mul(%y, %h)\n"
+                            "  %r : Float(4, 5, device=cpu) = aten::add(%x, %m, %one)\n"
+                            "  %m2 : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+                            "  %x2 : Float(4, 5, device=cpu) = aten::mul(%y, %s)\n"
+                            "  %r2 : Float(4, 5, device=cpu) = aten::add(%m2, %x2, %one)\n"
+                            "  return (%r, %r2)\n";
+  kiln_scope_begin();
+  kiln_generator *gen = kiln_generator_new(9);
+  kiln_tensor *y = kiln_randn(2, (int64_t[]){4, 5}, KILN_DTYPE_F32, gen);
+  kiln_tensor *a = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F32, gen);
+  kiln_tensor *b = kiln_randn(2, (int64_t[]){3, 5}, KILN_DTYPE_F32, gen);
+  kiln_tensor *want[2] = {kiln_add(kiln_mul_scalar(y, 0.5), kiln_mm(a, b)),
+                          kiln_add(kiln_mm(a, b), kiln_mul_scalar(y, 0.75))};
+  for (int lazy = 0; lazy < 2; lazy++) {
+    ir_graph *g = ir_graph_parse(text, strlen(text));
+    CHECK(g && pass_add_epilogue(g, lazy) == 2);
+    char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
+    CHECK_STR_CONTAINS(t, "aten::addmm(%y, %a, %b, %h, %one)");
+    if (lazy) CHECK_STR_CONTAINS(t, "aten::addmm(%y, %a, %b, %s, %one)");
+    else /* %s may be 0 at run time: the plain epilogue only */
+      CHECK_STR_CONTAINS(t, "= aten::mul(%y, %s)\n  %13 : Float(4, 5, device=cpu) = "
+                            "aten::addmm(%x2, %a, %b, %one, %one)");
+    core_free(t);
+    exec_value in[4] = {TV(y), TV(a), TV(b), {.tag = EXEC_V_FLOAT, .f = 0.75}}, out[2] = {{0}};
+    CHECK(run_once(g, in, out) == 0);
+    for (int o = 0; o < 2; o++)
+      for (int i = 0; out[o].tag == EXEC_V_TENSOR && i < 20; i++)
+        CHECK_NEAR(core_get_flat(out[o].t, i), core_get_flat(want[o], i),
+                   1e-6 * (1 + fabs(core_get_flat(want[o], i))));
+    exec_value_clear(&out[0]);
+    exec_value_clear(&out[1]);
+    ir_graph_free(g);
+  }
   kiln_generator_free(gen);
   kiln_scope_end();
 }
