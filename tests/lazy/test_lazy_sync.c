@@ -234,3 +234,30 @@ TEST(lazy_failed_run_reports_donated_inputs_lost) {
   kiln_release(logits);
   kiln_scope_end();
 }
+
+/* Note [Add epilogue], scaled: a momentum update buf.mul_(0.9).add_(a @ b)
+ * is one GEMM into the donated buffer: addmm with the momentum as beta, no
+ * mul left in the graph. */
+TEST(lazy_momentum_update_is_one_gemm) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(12);
+  int64_t sb[2] = {6, 5}, sa[2] = {6, 4}, sw[2] = {4, 5};
+  kiln_tensor *b0 = kiln_randn(2, sb, KILN_DTYPE_F32, g), *a = kiln_randn(2, sa, KILN_DTYPE_F32, g);
+  kiln_tensor *w = kiln_randn(2, sw, KILN_DTYPE_F32, g);
+  kiln_tensor *buf = kiln_to_lazy(b0), *la = kiln_to_lazy(a), *lw = kiln_to_lazy(w);
+  CHECK(kiln_mark_step() == KILN_OK);
+  kiln_scope_begin();
+  CHECK(kiln_mul_scalar_(buf, 0.9) == KILN_OK);
+  CHECK(kiln_add_(buf, kiln_mm(la, lw), 1.0) == KILN_OK);
+  kiln_scope_end();
+  CHECK(kiln_mark_step() == KILN_OK);
+  char *t = kiln_lazy_last_compiled_graph();
+  CHECK_STR_CONTAINS(t, "= aten::addmm(");
+  CHECK(t && !strstr(t, "aten::mul("));
+  kiln_free(t);
+  kiln_tensor *got = kiln_to_cpu(buf), *want = kiln_add(kiln_mul_scalar(b0, 0.9), kiln_mm(a, w));
+  for (int64_t i = 0; got && i < 30; i++)
+    CHECK_NEAR(core_get_flat(got, i), core_get_flat(want, i), 1e-6);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
