@@ -308,22 +308,21 @@ static char *scratch(int which, size_t n) {
 /* Note [Streaming stores]: a group's outputs are computed into a tile
  * buffer and then copied out; when they are bigger than the caches, the
  * copy uses non-temporal stores, which skip the read-for-ownership of
- * every output line (a third of the memory traffic of x -> f(x)). */
-static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
+ * every output line (a third of the memory traffic of x -> f(x)). With
+ * AVX-512 each store writes a whole 64-byte line. */
 #if defined(__AVX512F__)
-  if (stream && ((uintptr_t)dst & 63) == 0) { /* a whole line per store */
-    size_t k = 0;
-    for (; k + 64 <= nbytes; k += 64)
-      _mm512_stream_ps((float *)(dst + k), _mm512_load_ps((const float *)(src + k)));
-    memcpy(dst + k, src + k, nbytes - k);
-    return;
-  }
+#define STREAM_BYTES 64
+#define STREAM_ONE(d, s) _mm512_stream_ps((float *)(d), _mm512_load_ps((const float *)(s)))
+#elif defined(__AVX__)
+#define STREAM_BYTES 32
+#define STREAM_ONE(d, s) _mm256_stream_ps((float *)(d), _mm256_load_ps((const float *)(s)))
 #endif
-#if defined(__AVX__)
-  if (stream && ((uintptr_t)dst & 31) == 0) {
+
+static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
+#if defined(STREAM_BYTES)
+  if (stream && ((uintptr_t)dst & (STREAM_BYTES - 1)) == 0) {
     size_t k = 0;
-    for (; k + 32 <= nbytes; k += 32)
-      _mm256_stream_ps((float *)(dst + k), _mm256_load_ps((const float *)(src + k)));
+    for (; k + STREAM_BYTES <= nbytes; k += STREAM_BYTES) STREAM_ONE(dst + k, src + k);
     memcpy(dst + k, src + k, nbytes - k);
     return;
   }
