@@ -214,6 +214,14 @@ TEST(op_table_complete) {
     /* passes that move nodes (Note [Sinking]) rely on the flag */
     CHECK_MSG(!(info->flags & OPF_INPLACE) == !strstr(info->schema, "(a!)"),
               "%s: OPF_INPLACE must mark exactly the schemas that write an argument", info->name);
+    /* Note [Buffer reuse]: the interpreter hands such an op its self as the output */
+    if (info->flags & OPF_SELF_OUT)
+      CHECK_MSG(!(info->flags & (OPF_ELEMENTWISE | OPF_ALLOCS | OPF_VIEW | OPF_DECOMPOSES |
+                                 OPF_LIST_OUT | OPF_INPLACE)) &&
+                    strstr(info->schema, "(Tensor self,") && strstr(info->schema, ") -> Tensor") &&
+                    !strstr(info->schema, "-> Tensor,"),
+                "%s: OPF_SELF_OUT needs a Tensor self, one Tensor result and a kernel that "
+                "fills a given output", info->name);
     if (info->flags & OPF_DECOMPOSES) {
       CHECK_MSG(info->decompose != NULL, "%s: decomposes but has no _decompose", info->name);
       continue;
