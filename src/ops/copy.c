@@ -24,11 +24,11 @@ static inline void store_any(char *p, kiln_dtype dt, double v) {
   }
 }
 
+#define COPY_PARALLEL_BYTES (256 << 10) /* contiguous copies split over threads from here */
+
 /* dst[i] = src[i] over dst's shape; src broadcast to it (strides 0 where
  * src has size 1 or is missing a leading dim). Converts dtypes. int64 to
  * int64 copies exactly (no round trip through double). */
-#define COPY_PARALLEL_BYTES (256 << 10)
-
 void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
   int nd = dst->ndim;
   int64_t n = core_numel(nd, dst->shape);
