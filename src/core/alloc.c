@@ -139,6 +139,7 @@ void core_free(void *p) {
     b->next = small_lists[cls];
     small_lists[cls] = b;
     small_count[cls]++;
+    core_thread_arm(); /* Note [Thread exit] */
     return;
   }
   free(base);

@@ -81,6 +81,7 @@ void core_block_free(void *p, size_t block) {
     b->next = lists[k];
     lists[k] = b;
     cached_bytes += block;
+    core_thread_arm(); /* Note [Thread exit] */
     return;
   }
   core_free_aligned(p);

@@ -47,6 +47,15 @@ void core_cache_release(void);
 void core_small_release(void);
 /* Cache hits and misses (new mallocs) on this thread, bytes held. */
 void core_cache_stats(int64_t *hits, int64_t *misses, size_t *bytes);
+/* Note [Thread exit] (thread.c): a thread-local cache calls core_thread_arm
+ * whenever it keeps something; when an armed thread exits, the functions
+ * registered with core_thread_on_exit (at load time, from constructors) run
+ * on it, then core_cache_release. core_thread_on_exit fails (< 0) past its
+ * fixed number of hooks. core_threads_released counts the threads so far
+ * released (tests). */
+void core_thread_arm(void);
+int core_thread_on_exit(void (*fn)(void));
+long core_threads_released(void);
 
 /* ---- errors ---------------------------------------------------------- */
 /* Sets the thread's error message (printf-style) and returns status. */

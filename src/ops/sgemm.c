@@ -43,8 +43,18 @@ static float *grow(float **buf, size_t *cap, size_t n) {
   core_free_aligned(*buf);
   *buf = core_alloc_aligned(n * sizeof(float));
   *cap = *buf ? n : 0;
+  core_thread_arm(); /* freed when the thread exits: Note [Thread exit] */
   return *buf;
 }
+
+static void release_packs(void) {
+  core_free_aligned(pack_a);
+  core_free_aligned(pack_b);
+  pack_a = pack_b = NULL;
+  cap_a = cap_b = 0;
+}
+
+__attribute__((constructor)) static void sgemm_ctor(void) { core_thread_on_exit(release_packs); }
 
 /* 16 x 16 transpose of r[0..15] in registers. */
 static inline void transpose16(__m512 r[16]) {
