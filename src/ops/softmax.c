@@ -115,6 +115,51 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
 DEF_SM(f32, float, op_expf)
 DEF_SM(f64, double, exp)
 
+/* Note [Short rows]: a classifier's log_softmax runs over rows of ~10: the
+ * row kernel's vector loops (max, exp-sum, write) are mostly set-up and
+ * lane reductions at that length, about 230 cycles a row. For float32 rows
+ * of at most SHORT_N, a chunk of rows is done in three flat passes: row
+ * maxima and x - max (scalar, short), one vectorized exp over the whole
+ * chunk, then per-row double sums and the result. Same formulas as
+ * row_f32 (the sums may round differently in their last bits). */
+#define SHORT_N 32
+#define SHORT_CHUNK 4096
+
+static void short_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool lg) {
+  float e[SHORT_CHUNK], mx[SHORT_CHUNK];
+  int64_t per = SHORT_CHUNK / n;
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    int64_t nr = rows - r0 < per ? rows - r0 : per, m = nr * n;
+    const float *xs = x + r0 * n;
+    float *ys = y + r0 * n;
+    for (int64_t r = 0; r < nr; r++) {
+      const float *xr = xs + r * n;
+      float v = xr[0];
+      int nan = 0;
+      for (int64_t j = 0; j < n; j++) {
+        v = xr[j] > v ? xr[j] : v;
+        nan |= isnan(xr[j]);
+      }
+      mx[r] = nan ? NAN : v;
+      for (int64_t j = 0; j < n; j++) e[r * n + j] = xr[j] - mx[r];
+    }
+    if (lg) memcpy(ys, e, (size_t)m * sizeof *e); /* x - max, kept for the result */
+    for (int64_t k = 0; k < m; k++) e[k] = op_expf(e[k]);
+    for (int64_t r = 0; r < nr; r++) {
+      double sum = 0;
+      for (int64_t j = 0; j < n; j++) sum += e[r * n + j];
+      float *yr = ys + r * n;
+      if (lg) {
+        float ls = (float)log(sum);
+        for (int64_t j = 0; j < n; j++) yr[j] -= ls;
+      } else {
+        float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < n; j++) yr[j] = e[r * n + j] * inv;
+      }
+    }
+  }
+}
+
 static int sm_cpu(const op_val *a, kiln_tensor *out, bool lg) {
   const kiln_tensor *x = a[0].t;
   kiln_tensor *tmp = NULL;
@@ -136,7 +181,9 @@ static int sm_cpu(const op_val *a, kiln_tensor *out, bool lg) {
   int64_t es = (int64_t)kiln_dtype_size(out->dtype), total = outer * n * inner;
   bool f32 = out->dtype == KILN_DTYPE_F32;
   if (total == 0) goto done;
-  if (inner == 1) {
+  if (inner == 1 && f32 && n <= SHORT_N && total < OP_PARALLEL_MIN) {
+    short_rows_f32((const float *)xp, (float *)yp, outer, n, lg);
+  } else if (inner == 1) {
 #pragma omp parallel for schedule(static) if (total >= OP_PARALLEL_MIN)
     for (int64_t r = 0; r < outer; r++) {
       int64_t off = r * n * es;

@@ -139,3 +139,33 @@ TEST(softmax_dtype_and_errors) {
   sample_check_vals("log_softmax grad of sum", gx, gz, 12, 1e-6);
   kiln_scope_end();
 }
+
+/* Note [Short rows]: float32 rows of at most 32 go through the chunked
+ * path; it must agree with the float64 row kernel, across a chunk boundary
+ * (300 rows of 20 is two chunks), with an all -inf row (NaN, as PyTorch)
+ * and a row of equal values. */
+TEST(softmax_short_rows_match_float64) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(21);
+  int64_t sh[2] = {300, 20};
+  kiln_tensor *x = kiln_mul_scalar(kiln_randn(2, sh, KILN_DTYPE_F32, g), 4.0);
+  float *xv = kiln_tensor_data(x);
+  for (int j = 0; j < 20; j++) xv[7 * 20 + j] = -INFINITY, xv[8 * 20 + j] = 3.5f;
+  for (int lg = 0; lg < 2; lg++) {
+    kiln_tensor *y = lg ? kiln_log_softmax(x, 1) : kiln_softmax(x, 1);
+    kiln_tensor *x64 = kiln_to_dtype(x, KILN_DTYPE_F64);
+    kiln_tensor *w = lg ? kiln_log_softmax(x64, 1) : kiln_softmax(x64, 1);
+    int bad = 0;
+    for (int64_t i = 0; y && w && i < 300 * 20; i++) {
+      double a = core_get_flat(y, i), b = core_get_flat(w, i);
+      bool ok = isnan(b) ? isnan(a) : fabs(a - b) <= 2e-6 * (1 + fabs(b));
+      if (!ok && bad++ < 3)
+        test_fail(__FILE__, __LINE__, "%s: element %lld: %.9g vs %.9g",
+                  lg ? "log_softmax" : "softmax", (long long)i, a, b);
+    }
+    CHECK(y && isnan(core_get_flat(y, 7 * 20))); /* the -inf row */
+    CHECK(y && fabs(core_get_flat(y, 8 * 20) - (lg ? -log(20.0) : 0.05)) < 1e-6);
+  }
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
