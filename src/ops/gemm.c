@@ -11,6 +11,7 @@
 #include <cblas.h>
 #include <omp.h>
 #include <stdatomic.h>
+#include <string.h>
 
 #include "op.h"
 
@@ -43,6 +44,13 @@ static void gemv(kiln_dtype dt, bool trans, int64_t rows, int64_t cols, double a
 static void addend_to_c(kiln_dtype dt, const op_gemm_addend *d, int64_t M, int64_t N, void *C,
                         int64_t ldc) {
   if (d->data == C && d->rs == ldc && (d->cs == 1 || N == 1)) return;
+  size_t es = kiln_dtype_size(dt);
+  if (d->cs == 1 || N == 1) { /* rows along memory (a bias row, a matrix): one copy each */
+    for (int64_t i = 0; i < M; i++)
+      memcpy((char *)C + (size_t)(i * ldc) * es, (const char *)d->data + (size_t)(i * d->rs) * es,
+             (size_t)N * es);
+    return;
+  }
   for (int64_t i = 0; i < M; i++)
     for (int64_t j = 0; j < N; j++) {
       int64_t s = i * d->rs + j * d->cs;
