@@ -22,16 +22,24 @@ else
   BUILD := build
   # -fvect-cost-model=dynamic: gcc 12's -O2 default (very-cheap) vectorizes no
   # loop of unknown trip count, i.e. none of the tile kernels.
-  # -ffp-contract=fast: -std=c11 turns gcc's default contraction off; FMAs make
-  # the exp/tanh polynomials about 10% faster (elementwise_4m_jit 3.2 -> 2.8 ms)
-  # and no less accurate. Nothing here relies on separate rounding (no Kahan).
+  # -ffp-contract=off (Note [Explicit FMA] in src/ops/vmath.h): no implicit
+  # FMAs; the exp/tanh polynomials and add's alpha use fmaf explicitly, so a
+  # fused kernel built from several ops' expressions equals the ops run one
+  # at a time, bit for bit.
   # -fno-trapping-math: kiln never enables FP traps; without it gcc masks every
   # op under a select (x != x ? x : y) instead of computing both sides and
   # blending, another ~20% on the transcendental tiles. Results are unchanged.
-  OPT := -O2 -g -march=native -fvect-cost-model=dynamic -fno-math-errno -ffp-contract=fast \
+  OPT := -O2 -g -march=native -fvect-cost-model=dynamic -fno-math-errno -ffp-contract=off \
          -fno-trapping-math
 endif
-CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc
+CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc \
+          -I$(BUILD)/gen
+# Native fused kernels (Note [Native kernels] in src/exec/fusion_cc.c) are
+# compiled at run time with the release build's floating-point flags, so
+# their values equal the tile kernels' (the sanitizer builds' -O1 tiles
+# compute the same values: no contraction, no fast-math in either).
+NATIVE_CFLAGS := -std=c11 -O2 -march=native -fvect-cost-model=dynamic -fno-math-errno \
+                 -ffp-contract=off -fno-trapping-math
 LDFLAGS := $(OPT) -fopenmp
 LIBS := -lopenblas -ljansson -lz -lm
 
@@ -65,6 +73,13 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	@echo CC $<
 	@$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# src/ops/vmath.h as a C string literal, for the native kernels' source.
+$(BUILD)/gen/vmath_text.h: src/ops/vmath.h
+	@mkdir -p $(dir $@)
+	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
+$(BUILD)/src/exec/fusion_cc.o: $(BUILD)/gen/vmath_text.h
+$(BUILD)/src/exec/fusion_cc.o: CFLAGS += -DKILN_NATIVE_CFLAGS='"$(NATIVE_CFLAGS)"'
 
 # The archive holds ONE relocatable object (ld -r of all of kiln's), so a
 # program that links it gets every op the table points at, including ops it

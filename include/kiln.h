@@ -560,6 +560,12 @@ KILN_API char *kiln_function_stats_json(const kiln_function *f);
  * kernel is keyed by its group and input dtypes only: new shapes or batch
  * sizes reuse it. */
 KILN_API int64_t kiln_fused_kernels_compiled(void);
+/* How many of those were also compiled to native code: the group's chain
+ * as one loop, built by the system C compiler when the group first runs
+ * over 65536 elements or more (Note [Native kernels]; KILN_NATIVE_FUSION=0
+ * turns it off, KILN_CC names the compiler). Values are the same either
+ * way; without a compiler the tile kernels run. */
+KILN_API int64_t kiln_fused_kernels_native(void);
 KILN_API void kiln_function_free(kiln_function *f);
 /* Calls f. Writes the outputs (a tuple output is flattened in order) into
  * outputs and returns their count, or a negative status (wrong number of

@@ -13,19 +13,24 @@
  * DifferentiableGraphs, whose forward and backward run without recording. */
 #include <omp.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #if defined(__AVX__)
 #include <immintrin.h>
 #endif
 
 #include "fusion.h"
+#include "fusion_cc.h"
 #include "ops/ew.h"
 
 #define MAX_ARGS 8
 
-static _Atomic int64_t kernels_compiled;
+static _Atomic int64_t kernels_compiled, kernels_native, native_failures;
 
 int64_t kiln_fused_kernels_compiled(void) { return atomic_load(&kernels_compiled); }
+int64_t kiln_fused_kernels_native(void) { return atomic_load(&kernels_native); }
+int64_t fusion_native_failures(void) { return atomic_load(&native_failures); }
 
 /* An operand or argument of a step. */
 typedef enum { SRC_INPUT, SRC_STEP, SRC_CONST } src_kind;
@@ -52,7 +57,20 @@ typedef struct fkernel {
   int8_t sig[64];  /* per input: dtype, or -1 for numbers (tier in sig_tier) */
   int8_t tier[64]; /* 0 wrapped number, 1 zero-dim, 2 dimensioned */
   kstep *steps;
+  /* Note [Native kernels]: the group as one compiled loop, when every step
+   * has tile text and computes in one float dtype without conversions */
+  kiln_dtype native_dtype;
+  int8_t native_state; /* 0 not tried (or not eligible), 1 loaded, -1 failed */
+  bool native_eligible;
+  fusion_cc_kernel *native;
 } fkernel;
+
+static void fkernel_free(fkernel *k) {
+  if (!k) return;
+  fusion_cc_free(k->native);
+  core_free(k->steps);
+  core_free(k);
+}
 
 struct fused_group {
   uint64_t hash;       /* the program's structure (ops, constants, wiring) */
@@ -212,6 +230,58 @@ static int input_sig(const exec_value *v, int8_t *dt, int8_t *tier) {
   }
 }
 
+/* A kernel may be compiled natively when every step has tile text (tile.h)
+ * and every value, input and step computes in one float dtype: then each
+ * operand reaches the loop as an array of that dtype, unconverted. */
+static void native_eligibility(const fused_group *f, fkernel *kn) {
+  kiln_dtype F = f->n_steps ? kn->steps[0].compute : KILN_DTYPE_F32;
+  const char *T = F == KILN_DTYPE_F32 ? "float" : "double";
+  kn->native_eligible = false;
+  if (F != KILN_DTYPE_F32 && F != KILN_DTYPE_F64) return;
+  for (int s = 0; s < f->n_steps; s++) {
+    const fstep *st = &f->steps[s];
+    const op_info *op = &op_table[st->op];
+    const op_tile_src *src = op->tile_srcs ? op->tile_srcs[F] : NULL;
+    if (kn->steps[s].compute != F || kn->steps[s].out != F || !src || src->arity != op->n_operands ||
+        src->arity > 3 || strcmp(src->type, T) || strcmp(src->out_type, T))
+      return;
+    for (int a = 0; a < op->n_operands; a++)
+      if (st->args[a].kind == SRC_INPUT && kn->tier[st->args[a].index] == 2 &&
+          kn->sig[st->args[a].index] != (int8_t)F)
+        return;
+  }
+  kn->native_dtype = F;
+  kn->native_eligible = true;
+}
+
+/* Compiles kn's native kernel (once): on failure the group keeps its tile
+ * kernels, the failure is counted, and no error is left set. */
+static void native_compile(const fused_group *f, fkernel *kn) {
+  fusion_cc_step cs[FUSION_MAX_STEPS];
+  for (int s = 0; s < f->n_steps; s++) {
+    const fstep *st = &f->steps[s];
+    cs[s].src = op_table[st->op].tile_srcs[kn->native_dtype];
+    for (int a = 0; a < cs[s].src->arity; a++) {
+      const fsrc *src = &st->args[a];
+      cs[s].args[a] = src->kind == SRC_STEP ? src->index : -1;
+      cs[s].in[a] = src->kind == SRC_INPUT ? src->index : -1;
+      /* pre-filled (Note [Scalar tiles]) for every shape this kernel meets */
+      cs[s].scalar[a] = src->kind == SRC_CONST || (src->kind == SRC_INPUT && kn->tier[src->index] < 2);
+    }
+  }
+  char *text = fusion_cc_source(cs, f->n_steps, f->out_step, f->n_out,
+                                kn->native_dtype == KILN_DTYPE_F32 ? "float" : "double");
+  kn->native = text ? fusion_cc_compile(text) : NULL;
+  core_free(text);
+  kn->native_state = kn->native ? 1 : -1;
+  if (kn->native) {
+    atomic_fetch_add(&kernels_native, 1);
+  } else {
+    atomic_fetch_add(&native_failures, 1);
+    kiln_clear_error();
+  }
+}
+
 static fkernel *kernel_for(fused_group *f, const exec_value *in) {
   int8_t sig[64], tier[64];
   if (f->n_in > 64) {
@@ -270,19 +340,16 @@ static fkernel *kernel_for(fused_group *f, const exec_value *in) {
     step_tier[s] = (int8_t)(t == 0 ? 1 : t); /* a result is a tensor, never a wrapped number */
   }
   core_free(fakes);
+  native_eligibility(f, kn);
   int slot = kcache_next++ % KCACHE;
-  if (kcache[slot].k) {
-    core_free(kcache[slot].k->steps);
-    core_free(kcache[slot].k);
-  }
+  fkernel_free(kcache[slot].k);
   kcache[slot].hash = key;
   kcache[slot].k = kn;
   atomic_fetch_add(&kernels_compiled, 1);
   return kn;
 fail:
   core_free(fakes);
-  if (kn) core_free(kn->steps);
-  core_free(kn);
+  fkernel_free(kn);
   return NULL;
 }
 
@@ -332,6 +399,27 @@ static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
 }
 
 #define PREFETCH_AHEAD 4
+
+/* The last-level cache's size as this CPU sees it: sysfs's index3 (the
+ * L3 shared by this core's complex), else sysconf, else 32 MiB. glibc's
+ * sysconf can report every L3 of the package together (384 MiB on this
+ * VM, whose cores share 32 MiB). */
+int64_t fusion_llc_bytes(void) {
+  static int64_t bytes;
+  if (!bytes) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long long v = 0;
+    char unit = 0;
+    if (f) {
+      if (fscanf(f, "%lld%c", &v, &unit) < 1) v = 0;
+      fclose(f);
+    }
+    v *= unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1;
+    if (v <= 0) v = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    bytes = v > 0 ? v : 32 << 20;
+  }
+  return bytes;
+}
 
 static void store_fence(void) {
 #if defined(__AVX__)
@@ -413,6 +501,15 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
     }
     ksteps = dyn;
   }
+  int cc_mode = fusion_cc_mode();
+  if (kn->native_eligible && kn->native_state == 0 &&
+      (cc_mode == 2 || (cc_mode == 1 && numel >= FUSION_CC_MIN_NUMEL)))
+    native_compile(f, kn);
+  fusion_native_fn native = kn->native_state == 1 && cc_mode ? fusion_cc_fn(kn->native) : NULL;
+  fusion_native_fn native_nt = native ? fusion_cc_fn_stream(kn->native) : NULL;
+  op_attrs natt[FUSION_MAX_STEPS];
+  if (native)
+    for (int s = 0; s < f->n_steps; s++) natt[s] = ksteps[s].attrs;
   kiln_tensor *outs[64];
   if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
   memset(outs, 0, sizeof outs);
@@ -431,6 +528,16 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   size_t slot = EW_TILE * 8;
   /* outputs larger than the caches are written with streaming stores */
   bool stream = numel * 4 >= (4 << 20);
+  /* Note [Native stores]: a native kernel computes fast enough that where
+   * its outputs go decides its speed. Streaming stores send them to
+   * memory; plain stores leave them in the last-level cache, where the
+   * next op (or call) reads them: a 16 MB output from a 16 MB input, both
+   * L3-resident, streams at 110-118 GB/s with plain stores (kiln's
+   * copy_4m: 115-125) against 83 with streaming ones. So native kernels
+   * stream only outputs larger than that cache. (The tile executor keeps
+   * the lower threshold: its passes, not memory, bound it, and it measured
+   * faster streaming: 69-84 against 43-68 GB/s.) */
+  if (native) stream = numel * (int64_t)kiln_dtype_size(kn->native_dtype) * f->n_out >= fusion_llc_bytes();
   int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
   int failed = 0;
   /* Note [Scalar tiles]: constants, number inputs and one-element tensors
@@ -511,6 +618,36 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
             const char *pb = ops[i].base + j0 * (int64_t)es;
             for (size_t off = 0; off < (size_t)m * es; off += 64) __builtin_prefetch(pb + off, 0, 3);
           }
+      if (native) {
+        /* Note [Native kernels]: operands as the tiles would see them,
+         * outputs straight to memory unless streamed from a tile */
+        const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS];
+        void *op_out[FUSION_MAX_IO];
+        int k = 0;
+        for (int s = 0; s < n_steps; s++)
+          for (int a = 0; a < op_table[f->steps[s].op].n_operands; a++) {
+            const fsrc *src = &f->steps[s].args[a];
+            if (src->kind != SRC_STEP) np[k++] = pre[s][a] ? pre[s][a] : inptr[src->index];
+          }
+        size_t es = kiln_dtype_size(kn->native_dtype);
+        bool aligned = true;
+        for (int o = 0; o < f->n_out; o++) {
+          op_out[o] = (char *)core_data(outs[o]) + i0 * (int64_t)es;
+          aligned = aligned && ((uintptr_t)op_out[o] & 63) == 0;
+        }
+        if (!stream) {
+          native(op_out, np, n, natt);
+        } else if (native_nt && aligned) {
+          native_nt(op_out, np, n, natt);
+        } else { /* through a tile, then streamed */
+          void *tile_out[FUSION_MAX_IO];
+          for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + slot * (size_t)o;
+          native(tile_out, np, n, natt);
+          for (int o = 0; o < f->n_out; o++)
+            store_tile(op_out[o], tile_out[o], (size_t)n * es, true);
+        }
+        continue;
+      }
       for (int s = 0; s < n_steps; s++) {
         const fstep *st = &f->steps[s];
         const kstep *ks = &ksteps[s];

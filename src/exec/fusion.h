@@ -18,6 +18,11 @@ fused_group *fused_group_new(const ir_graph *sub);
 void fused_group_free(void *f);
 /* Runs the group (Note [Fused tiles]). inputs borrowed; outputs new. */
 int fused_group_run(fused_group *f, exec_value *in, exec_value *out);
+/* Native kernels that failed to compile or load so far (the groups kept
+ * their tile kernels; Note [Native kernels]). */
+int64_t fusion_native_failures(void);
+/* The last-level cache's size in bytes (Note [Native stores]). */
+int64_t fusion_llc_bytes(void);
 /* EXEC_I_PRIM entry: x->k.obj is the fused_group. */
 int fused_group_prim(const exec_instr *x, exec_value *in, exec_value *out);
 

@@ -83,9 +83,16 @@ TILE_UNARY(clamp_f32_tile, float, float, clamp_f32(a, at))
 TILE_UNARY(clamp_f64_tile, double, double, clamp_f64(a, at))
 TILE_UNARY(clamp_i64_tile, int64_t, int64_t, clamp_i64(a, at))
 
+/* Tile texts (tile.h) for the tiles that are one expression of their
+ * operands; gelu (two forms), leaky_relu and clamp call helpers of this
+ * file, so they have none and their groups keep the tile kernels. */
 const op_tile_fn op_relu_tiles[KILN_DTYPE_COUNT] = {relu_f32, relu_f64, relu_i64, NULL};
+const op_tile_src *const op_relu_tile_srcs[KILN_DTYPE_COUNT] = {
+    &relu_f32_src, &relu_f64_src, &relu_i64_src, NULL};
 const op_tile_fn op_gelu_tiles[KILN_DTYPE_COUNT] = {gelu_f32, gelu_f64, NULL, NULL};
 const op_tile_fn op_silu_tiles[KILN_DTYPE_COUNT] = {silu_f32, silu_f64, NULL, NULL};
+const op_tile_src *const op_silu_tile_srcs[KILN_DTYPE_COUNT] = {
+    &silu_f32_src, &silu_f64_src, NULL, NULL};
 const op_tile_fn op_leaky_relu_tiles[KILN_DTYPE_COUNT] = {leaky_relu_f32, leaky_relu_f64,
                                                           NULL, NULL};
 const op_tile_fn op_clamp_tiles[KILN_DTYPE_COUNT] = {clamp_f32_tile, clamp_f64_tile,

@@ -45,11 +45,16 @@ TILE_BINARY(minimum_f64, double, double, (a < b || a != a) ? a : b)
 TILE_BINARY(minimum_i64, int64_t, int64_t, a < b ? a : b)
 TILE_BINARY(minimum_b, bool, bool, a && b)
 
+/* pow's tiles call helpers of this file: no tile text (tile.h). */
 const op_tile_fn op_pow_tiles[KILN_DTYPE_COUNT] = {pow_f32, pow_f64, pow_i64, NULL};
 const op_tile_fn op_maximum_tiles[KILN_DTYPE_COUNT] = {maximum_f32, maximum_f64, maximum_i64,
                                                        maximum_b};
+const op_tile_src *const op_maximum_tile_srcs[KILN_DTYPE_COUNT] = {
+    &maximum_f32_src, &maximum_f64_src, &maximum_i64_src, &maximum_b_src};
 const op_tile_fn op_minimum_tiles[KILN_DTYPE_COUNT] = {minimum_f32, minimum_f64, minimum_i64,
                                                        minimum_b};
+const op_tile_src *const op_minimum_tile_srcs[KILN_DTYPE_COUNT] = {
+    &minimum_f32_src, &minimum_f64_src, &minimum_i64_src, &minimum_b_src};
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Public API only (they record lazily and under create_graph). Either

@@ -102,6 +102,15 @@ typedef struct op_attrs {
 typedef void (*op_tile_fn)(void *out, const void *const *in, int64_t n,
                            const op_attrs *at);
 
+/* A tile kernel's definition as C text (tile.h): out = (OT)(expr), where
+ * expr reads `a` (arity 1), `a`, `b` (2) or `c`, `a`, `b` (3), all of
+ * type T, and `at` (const op_attrs *). The fused executor's native kernels
+ * are compiled from it. */
+typedef struct op_tile_src {
+  int arity;
+  const char *type, *out_type, *expr;
+} op_tile_src;
+
 /* ---- the table ----------------------------------------------------------- */
 enum {
   OPF_ELEMENTWISE = 1 << 0, /* pointwise over broadcast operands */
@@ -146,6 +155,9 @@ typedef struct op_info {
   op_grad_fn grad;
   op_decompose_fn decompose;
   const op_tile_fn *tiles;  /* elementwise: [KILN_DTYPE_COUNT], NULL = none */
+  /* elementwise: each tile's text, [KILN_DTYPE_COUNT]; NULL (the array or
+   * an entry) where a tile is hand-written rather than a TILE_* expression */
+  const op_tile_src *const *tile_srcs;
 } op_info;
 
 #define OP(name, ENUM, aten, nin, nargs, flags, schema, doc) KILN_OP_##ENUM,
@@ -167,7 +179,8 @@ extern const op_info op_table[KILN_OP_COUNT];
   int op_##name##_decompose(const op_val *, int, kiln_tensor **, int);
 #define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
   int op_##name##_grad(op_grad_ctx *);                                          \
-  extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];
+  extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];                  \
+  extern const op_tile_src *const op_##name##_tile_srcs[KILN_DTYPE_COUNT];
 #include "ops.def"
 #undef OP
 #undef EW

@@ -21,7 +21,8 @@
   WEAK int op_##name##_decompose(const op_val *, int, kiln_tensor **, int);
 #define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
   WEAK int op_##name##_grad(op_grad_ctx *);                                     \
-  WEAK extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];
+  WEAK extern const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT];             \
+  WEAK extern const op_tile_src *const op_##name##_tile_srcs[KILN_DTYPE_COUNT];
 #include "ops.def"
 #undef OP
 #undef EW
@@ -47,11 +48,11 @@ const op_info op_table[KILN_OP_COUNT] = {
   [KILN_OP_##ENUM] = {aten,       schema,         doc,                          \
                       flags,      nin,            nargs,                        \
                       op_##name##_infer, op_##name##_cpu, op_##name##_grad,     \
-                      op_##name##_decompose, NULL},
+                      op_##name##_decompose, NULL, NULL},
 #define EW(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
   [KILN_OP_##ENUM] = {aten,        schema, doc, flags, nin, nargs,              \
                       ew_##name##_infer, ew_##name##_cpu, op_##name##_grad,     \
-                      NULL,        op_##name##_tiles},
+                      NULL,        op_##name##_tiles, op_##name##_tile_srcs},
 #include "ops.def"
 #undef OP
 #undef EW

@@ -1,6 +1,10 @@
 /* src/ops/tile.h: macros that write an elementwise op's per-dtype tile
  * kernels: the one contiguous loop per op that the compiler vectorizes and
- * that both the eager driver and the fused executor call. */
+ * that both the eager driver and the fused executor call. Each macro also
+ * keeps its expression as text (fn##_src, an op_tile_src), from which the
+ * fused executor compiles a whole group into one loop (Note [Native
+ * kernels] in src/exec/fusion_cc.c): the kernel and its text are one
+ * definition, so they cannot disagree. */
 #ifndef KILN_TILE_H
 #define KILN_TILE_H
 
@@ -8,8 +12,12 @@
 
 #include "op.h"
 
+#define TILE_SRC(fn, arity, T, OT, expr)                                        \
+  __attribute__((unused)) static const op_tile_src fn##_src = {arity, #T, #OT, #expr};
+
 /* out[i] = expr, with `a` = in[0][i] (type T) and `at` the attributes. */
 #define TILE_UNARY(fn, T, OT, expr)                                             \
+  TILE_SRC(fn, 1, T, OT, expr)                                                  \
   static void fn(void *out_, const void *const *in_, int64_t n,                \
                  const op_attrs *at) {                                         \
     OT *restrict out = out_;                                                   \
@@ -23,6 +31,7 @@
 
 /* out[i] = expr, with `a` = in[0][i], `b` = in[1][i]. */
 #define TILE_BINARY(fn, T, OT, expr)                                            \
+  TILE_SRC(fn, 2, T, OT, expr)                                                  \
   static void fn(void *out_, const void *const *in_, int64_t n,                \
                  const op_attrs *at) {                                         \
     OT *restrict out = out_;                                                   \
@@ -37,6 +46,7 @@
 
 /* out[i] = expr, with `c`, `a`, `b` = in[0..2][i]. */
 #define TILE_TERNARY(fn, T, OT, expr)                                           \
+  TILE_SRC(fn, 3, T, OT, expr)                                                  \
   static void fn(void *out_, const void *const *in_, int64_t n,                \
                  const op_attrs *at) {                                         \
     OT *restrict out = out_;                                                   \

@@ -46,17 +46,41 @@ TILE_UNARY(erf_f32, float, float, erff(a))
 TILE_UNARY(erf_f64, double, double, erf(a))
 
 const op_tile_fn op_neg_tiles[KILN_DTYPE_COUNT] = {neg_f32, neg_f64, neg_i64, NULL};
+const op_tile_src *const op_neg_tile_srcs[KILN_DTYPE_COUNT] = {
+    &neg_f32_src, &neg_f64_src, NULL, NULL};
 const op_tile_fn op_abs_tiles[KILN_DTYPE_COUNT] = {abs_f32, abs_f64, abs_i64, NULL};
+const op_tile_src *const op_abs_tile_srcs[KILN_DTYPE_COUNT] = {
+    &abs_f32_src, &abs_f64_src, NULL, NULL};
 const op_tile_fn op_sign_tiles[KILN_DTYPE_COUNT] = {sign_f32, sign_f64, sign_i64, sign_b};
+const op_tile_src *const op_sign_tile_srcs[KILN_DTYPE_COUNT] = {
+    &sign_f32_src, &sign_f64_src, &sign_i64_src, &sign_b_src};
 const op_tile_fn op_exp_tiles[KILN_DTYPE_COUNT] = {exp_f32, exp_f64, NULL, NULL};
+const op_tile_src *const op_exp_tile_srcs[KILN_DTYPE_COUNT] = {
+    &exp_f32_src, &exp_f64_src, NULL, NULL};
 const op_tile_fn op_log_tiles[KILN_DTYPE_COUNT] = {log_f32, log_f64, NULL, NULL};
+const op_tile_src *const op_log_tile_srcs[KILN_DTYPE_COUNT] = {
+    &log_f32_src, &log_f64_src, NULL, NULL};
 const op_tile_fn op_sqrt_tiles[KILN_DTYPE_COUNT] = {sqrt_f32, sqrt_f64, NULL, NULL};
+const op_tile_src *const op_sqrt_tile_srcs[KILN_DTYPE_COUNT] = {
+    &sqrt_f32_src, &sqrt_f64_src, NULL, NULL};
 const op_tile_fn op_rsqrt_tiles[KILN_DTYPE_COUNT] = {rsqrt_f32, rsqrt_f64, NULL, NULL};
+const op_tile_src *const op_rsqrt_tile_srcs[KILN_DTYPE_COUNT] = {
+    &rsqrt_f32_src, &rsqrt_f64_src, NULL, NULL};
 const op_tile_fn op_sin_tiles[KILN_DTYPE_COUNT] = {sin_f32, sin_f64, NULL, NULL};
+const op_tile_src *const op_sin_tile_srcs[KILN_DTYPE_COUNT] = {
+    &sin_f32_src, &sin_f64_src, NULL, NULL};
 const op_tile_fn op_cos_tiles[KILN_DTYPE_COUNT] = {cos_f32, cos_f64, NULL, NULL};
+const op_tile_src *const op_cos_tile_srcs[KILN_DTYPE_COUNT] = {
+    &cos_f32_src, &cos_f64_src, NULL, NULL};
 const op_tile_fn op_tanh_tiles[KILN_DTYPE_COUNT] = {tanh_f32, tanh_f64, NULL, NULL};
+const op_tile_src *const op_tanh_tile_srcs[KILN_DTYPE_COUNT] = {
+    &tanh_f32_src, &tanh_f64_src, NULL, NULL};
 const op_tile_fn op_sigmoid_tiles[KILN_DTYPE_COUNT] = {sigmoid_f32, sigmoid_f64, NULL, NULL};
+const op_tile_src *const op_sigmoid_tile_srcs[KILN_DTYPE_COUNT] = {
+    &sigmoid_f32_src, &sigmoid_f64_src, NULL, NULL};
 const op_tile_fn op_erf_tiles[KILN_DTYPE_COUNT] = {erf_f32, erf_f64, NULL, NULL};
+const op_tile_src *const op_erf_tile_srcs[KILN_DTYPE_COUNT] = {
+    &erf_f32_src, &erf_f64_src, NULL, NULL};
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Written with the public API only, so that they record lazily and under

@@ -2,7 +2,10 @@
  * execution for every elementwise op (table-driven, on the op samples:
  * broadcast and non-contiguous inputs), chains, training graphs show
  * FusionGroups where they should, and kernels are shape-polymorphic. */
+#include <stdlib.h>
+
 #include "exec/fusion.h"
+#include "exec/fusion_cc.h"
 #include "ops/sample.h"
 #include "passes/autodiff.h"
 #include "test.h"
@@ -75,16 +78,20 @@ static void compare_bitwise(const char *what, kiln_tensor *a, kiln_tensor *b) {
   }
 }
 
-TEST(fusion_every_elementwise_op_matches_unfused) {
+/* Every fusible op in a group (and chained with mul) against unfused
+ * execution; with native, every group is compiled (Note [Native kernels])
+ * where it can be, and native[op] says whether one of op's was. */
+static void every_op_matches(bool native_mode, bool *native) {
   int n, covered = 0;
   const sample_entry *e = sample_all(&n);
   kiln_generator *g = kiln_generator_new(12);
   bool seen[KILN_OP_COUNT] = {false};
+  int prev_mode = fusion_cc_set_mode(native_mode ? 2 : 0);
   for (int i = 0; i < n; i++) {
     int op = e[i].op;
     if (!(op_table[op].flags & OPF_FUSIBLE)) continue;
     for (int as_f32 = 0; as_f32 < 2; as_f32++)
-      for (int chain = 0; chain < 2; chain++) {
+      for (int chain = native_mode; chain < 2; chain++) { /* native: chained only (compiles) */
         kiln_scope_begin();
         op_sample s;
         memset(&s, 0, sizeof s);
@@ -99,7 +106,9 @@ TEST(fusion_every_elementwise_op_matches_unfused) {
         fused_group *fg = fused_group_new(gr);
         CHECK_MSG(fg != NULL, "%s: %s", e[i].name, kiln_last_error());
         exec_value out[1] = {{0}};
+        int64_t built = kiln_fused_kernels_native();
         if (fg && fused_group_run(fg, ins, out) == 0) {
+          if (native && kiln_fused_kernels_native() > built) native[op] = true;
           kiln_tensor *want = op_call1(op, s.args, s.n_args);
           if (want && chain) want = kiln_mul(want, want);
           char what[96];
@@ -150,8 +159,39 @@ TEST(fusion_every_elementwise_op_matches_unfused) {
       CHECK_MSG(seen[op], "%s is fusible but no sample exercised it fused", op_table[op].name);
       covered += seen[op];
     }
+  fusion_cc_set_mode(prev_mode);
   kiln_generator_free(g);
   test_note("%d fusible ops checked fused", covered);
+}
+
+TEST(fusion_every_elementwise_op_matches_unfused) { every_op_matches(false, NULL); }
+
+/* The same with native kernels: their values equal the ops' one at a time,
+ * bit for bit (each is compiled from the tiles' own expressions with the
+ * library's floating-point flags), on broadcast and strided samples. */
+TEST(fusion_native_kernels_match_unfused) {
+  bool native[KILN_OP_COUNT] = {false};
+  int64_t failures = fusion_native_failures();
+  every_op_matches(true, native);
+  CHECK_MSG(fusion_native_failures() == failures, "%lld native kernels failed to build",
+            (long long)(fusion_native_failures() - failures));
+  /* the ops whose tiles are one expression (tile.h): each got a native
+   * kernel for at least one sample */
+  static const char *const expect[] = {
+      "aten::add",  "aten::sub",   "aten::mul",     "aten::div",     "aten::neg",
+      "aten::abs",  "aten::sign",  "aten::exp",     "aten::log",     "aten::sqrt",
+      "aten::rsqrt", "aten::sin",  "aten::cos",     "aten::tanh",    "aten::sigmoid",
+      "aten::erf",  "aten::relu",  "aten::silu",    "aten::reciprocal", "aten::maximum",
+      "aten::minimum"};
+  int n_native = 0;
+  for (size_t i = 0; i < sizeof expect / sizeof *expect; i++) {
+    bool any = false;
+    for (int op = 0; op < KILN_OP_COUNT; op++)
+      if (!strcmp(op_table[op].name, expect[i]) && native[op]) any = true;
+    CHECK_MSG(any, "%s: no native kernel was built", expect[i]);
+  }
+  for (int op = 0; op < KILN_OP_COUNT; op++) n_native += native[op];
+  test_note("%d ops ran in native kernels (%lld kernels built)", n_native, (long long)kiln_fused_kernels_native());
 }
 
 TEST(fusion_comparisons_and_broadcast_chain) {
@@ -506,5 +546,141 @@ TEST(fusion_many_inputs_still_run) {
     exec_value_clear(&out[i]);
   }
   ir_graph_free(g);
+  kiln_scope_end();
+}
+
+/* y = x*a + b*x*x - 0.5 (the arithmetic chain), fused, as a group. */
+static fused_group *arith_group(double c) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "graph(%%x : Tensor, %%a : Tensor, %%b : Tensor):\n"
+           "  %%one : int = prim::Constant[value=1]()\n"
+           "  %%c : float = prim::Constant[value=%.17g]()\n"
+           "  %%1 : Tensor = aten::mul(%%x, %%a)\n"
+           "  %%2 : Tensor = aten::mul(%%b, %%x)\n"
+           "  %%3 : Tensor = aten::mul(%%2, %%x)\n"
+           "  %%4 : Tensor = aten::add(%%1, %%3, %%one)\n"
+           "  %%5 : Tensor = aten::sub(%%4, %%c, %%one)\n"
+           "  return (%%5)\n",
+           c);
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  fused_group *f = g ? fused_group_new(g) : NULL;
+  ir_graph_free(g);
+  return f;
+}
+
+/* Runs f on x (a = 1.5, b = -0.25) in the given native mode; a new
+ * reference the caller releases. */
+static kiln_tensor *run_arith(fused_group *f, kiln_tensor *x, int mode) {
+  int prev = fusion_cc_set_mode(mode);
+  exec_value in[3] = {TV(x), TV(kiln_scalar(1.5, KILN_DTYPE_F32)), TV(kiln_scalar(-0.25, KILN_DTYPE_F32))};
+  exec_value out[1] = {{0}};
+  int rc = f ? fused_group_run(f, in, out) : -1;
+  fusion_cc_set_mode(prev);
+  CHECK_MSG(rc == 0, "arith group: %s", kiln_last_error());
+  return rc == 0 ? out[0].t : NULL;
+}
+
+/* The expected value of one element, rounded as the ops round. */
+static float arith_ref(float x, float c) {
+  float t = fmaf(1.0f, (-0.25f * x) * x, x * 1.5f);
+  return fmaf(-1.0f, c, t);
+}
+
+TEST(fusion_native_kernel_built_once_for_large_groups) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(21);
+  fused_group *f = arith_group(0.375); /* a constant no other test uses: a new kernel */
+  int64_t small = 1000, big1 = 70001, big2 = 90017;
+  int64_t native0 = kiln_fused_kernels_native(), built0 = kiln_fused_kernels_compiled();
+  kiln_tensor *xs = kiln_randn(1, &small, KILN_DTYPE_F32, g);
+  kiln_tensor *ys = run_arith(f, xs, 1);
+  CHECK(kiln_fused_kernels_native() == native0); /* below FUSION_CC_MIN_NUMEL: tiles */
+  kiln_tensor *x1 = kiln_randn(1, &big1, KILN_DTYPE_F32, g);
+  kiln_tensor *x2 = kiln_randn(1, &big2, KILN_DTYPE_F32, g);
+  kiln_tensor *y1 = run_arith(f, x1, 1), *y2 = run_arith(f, x2, 1);
+  /* one kernel, compiled once, native once: batch size does not recompile */
+  CHECK_EQ_INT(kiln_fused_kernels_compiled() - built0, 1);
+  CHECK_EQ_INT(kiln_fused_kernels_native() - native0, 1);
+  kiln_tensor *xt[3] = {xs, x1, x2}, *yt[3] = {ys, y1, y2};
+  for (int k = 0; k < 3; k++) {
+    if (!yt[k]) continue;
+    const float *px = kiln_tensor_data(xt[k]), *py = kiln_tensor_data(yt[k]);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < kiln_tensor_numel(xt[k]); i++) bad += py[i] != arith_ref(px[i], 0.375f);
+    CHECK_MSG(bad == 0, "run %d: %lld elements differ", k, (long long)bad);
+    kiln_release(yt[k]);
+  }
+  fused_group_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
+/* Outputs larger than the last-level cache go through the streaming-store
+ * loop (Note [Native stores]), with a tail that is not a whole block. */
+TEST(fusion_native_streaming_kernel_matches_tiles) {
+  kiln_scope_begin();
+  int64_t n = fusion_llc_bytes() / 4 + 1037;
+  kiln_generator *g = kiln_generator_new(22);
+  kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, g);
+  fused_group *f = arith_group(0.4375);
+  kiln_tensor *tiles = run_arith(f, x, 0), *native = run_arith(f, x, 2);
+  CHECK(tiles && native);
+  if (tiles && native) {
+    const float *a = kiln_tensor_data(tiles), *b = kiln_tensor_data(native), *px = kiln_tensor_data(x);
+    int64_t bad = 0, wrong = 0;
+    for (int64_t i = 0; i < n; i++) {
+      bad += memcmp(&a[i], &b[i], sizeof *a) != 0;
+      wrong += a[i] != arith_ref(px[i], 0.4375f);
+    }
+    CHECK_MSG(bad == 0 && wrong == 0, "%lld differ from the tiles, %lld from the reference",
+              (long long)bad, (long long)wrong);
+  }
+  kiln_release(tiles);
+  kiln_release(native);
+  fused_group_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
+/* Without a compiler the group runs its tile kernels: same values, the
+ * failure counted, no error left behind; a source the compiler rejects
+ * fails with its message. */
+TEST(fusion_native_falls_back_without_compiler) {
+  kiln_scope_begin();
+  const char *old = getenv("KILN_CC");
+  char *saved = old ? strdup(old) : NULL;
+  setenv("KILN_CC", "/nonexistent/kiln-no-cc", 1);
+  int64_t n = 70001, native0 = kiln_fused_kernels_native(), fail0 = fusion_native_failures();
+  kiln_generator *g = kiln_generator_new(23);
+  kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, g);
+  fused_group *f = arith_group(0.625);
+  kiln_tensor *y = run_arith(f, x, 2);
+  CHECK(y != NULL);
+  CHECK(kiln_fused_kernels_native() == native0);
+  CHECK_EQ_INT(fusion_native_failures() - fail0, 1);
+  if (y) {
+    const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(y);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += py[i] != arith_ref(px[i], 0.625f);
+    CHECK_EQ_INT(bad, 0);
+  }
+  kiln_release(y);
+  if (saved) setenv("KILN_CC", saved, 1);
+  else unsetenv("KILN_CC");
+  free(saved);
+  int prev = fusion_cc_set_mode(2);
+  fusion_cc_kernel *k = fusion_cc_compile("this is not C\n");
+  CHECK(k == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "native fusion:");
+  CHECK_STR_CONTAINS(kiln_last_error(), "error");
+  fusion_cc_free(k);
+  fusion_cc_set_mode(0);
+  CHECK(fusion_cc_compile("void kiln_fused(void) {}\n") == NULL); /* off: never compiles */
+  CHECK_STR_CONTAINS(kiln_last_error(), "off");
+  fusion_cc_set_mode(prev);
+  kiln_clear_error();
+  fused_group_free(f);
+  kiln_generator_free(g);
   kiln_scope_end();
 }

@@ -1,0 +1,337 @@
+/* src/exec/fusion_cc.c: native kernels for fusion groups: a group's chain
+ * written as one C loop from its ops' tile texts, compiled by the system C
+ * compiler into a shared object and loaded.
+ *
+ * Note [Native kernels]: the tile executor (fusion.c, Note [Fused tiles])
+ * runs each op of a group as its own pass over an L1 tile. Every pass
+ * stores a vector per 16 floats, and at two threads that store traffic,
+ * not memory, bounds an arithmetic chain (y = x*a + b*x*x - 0.5: 5 passes
+ * plus the copy-out, about 60% of copy bandwidth). Compiled as one loop,
+ * intermediates stay in registers and only the outputs are stored. The
+ * loop is made of the very expressions the tiles are compiled from (each
+ * TILE_* macro keeps its expression as text, tile.h), so there is one
+ * definition of every op; with contraction off (Note [Explicit FMA] in
+ * vmath.h) and the library's own floating-point flags, a native kernel's
+ * values equal the tiles' bit for bit. This is PyTorch's legacy CPU fuser
+ * (fuser/cpu: C++ text, the system compiler, dlopen) on kiln's op table.
+ * Compiling takes tens of milliseconds, so a kernel is compiled only when
+ * its group first runs over FUSION_CC_MIN_NUMEL elements (or always, in
+ * mode 2); when no compiler runs, or it rejects the text, the group keeps
+ * its tile kernels and nothing else changes. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fusion_cc.h"
+
+extern char **environ;
+
+/* the text of src/ops/vmath.h, as a string (made by the Makefile) */
+static const char vmath_text[] =
+#include "vmath_text.h"
+    ;
+
+#ifndef KILN_NATIVE_CFLAGS
+#define KILN_NATIVE_CFLAGS "-std=c11 -O2 -fno-math-errno -ffp-contract=off"
+#endif
+
+struct fusion_cc_kernel {
+  void *dl;
+  fusion_native_fn fn, fn_nt; /* fn_nt: NULL where the compiler lacks AVX-512 */
+};
+
+static int mode = -1;
+static int cc_missing; /* the compiler could not be run: stop trying */
+
+int fusion_cc_mode(void) {
+  if (mode < 0) {
+    const char *e = getenv("KILN_NATIVE_FUSION");
+    mode = !e || !*e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "2") ? 2 : 1;
+  }
+  return mode;
+}
+
+int fusion_cc_set_mode(int m) {
+  int prev = fusion_cc_mode();
+  mode = m < 0 ? 0 : m > 2 ? 2 : m;
+  cc_missing = 0; /* try the compiler again */
+  return prev;
+}
+
+/* ---- source -------------------------------------------------------------------- */
+
+typedef struct sbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} sbuf;
+
+static void put(sbuf *b, const char *fmt, ...) {
+  if (b->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (w < 0) {
+      b->oom = true;
+      return;
+    }
+    if (b->p && b->n + (size_t)w < b->cap) {
+      b->n += (size_t)w;
+      return;
+    }
+    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)w;
+    char *q = core_alloc(cap);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    if (b->p) memcpy(q, b->p, b->n);
+    core_free(b->p);
+    b->p = q;
+    b->cap = cap;
+    if (!b->n) b->p[0] = 0;
+  }
+}
+
+/* Operand a of step s: a step's value, a scalar read before the loop, or
+ * the array of the first external operand reading the same group input
+ * (one load per element however often an input is used). */
+static void put_operand(sbuf *b, const fusion_cc_step *steps, int s, int a, int k,
+                        const int *first_k, const char *idx) {
+  const fusion_cc_step *st = &steps[s];
+  if (st->args[a] >= 0)
+    put(b, "v%d", st->args[a]);
+  else if (st->scalar[a])
+    put(b, "s%d", k);
+  else
+    put(b, "x%d[%s]", first_k[k], idx);
+}
+
+/* The loop body: every step's value at index idx, in locals v0, v1, ... */
+static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const char *T,
+                     const int *first_k, const char *idx) {
+  static const char *const names[4][3] = {{0}, {"a"}, {"a", "b"}, {"c", "a", "b"}};
+  int ext = 0;
+  for (int s = 0; s < n_steps; s++) {
+    const op_tile_src *src = steps[s].src;
+    put(b, "      %s v%d;\n      {\n        const op_attrs *at = &A%d;\n        (void)at;\n", T, s, s);
+    for (int a = 0; a < src->arity; a++) {
+      put(b, "        %s %s = ", T, names[src->arity][a]);
+      put_operand(b, steps, s, a, steps[s].args[a] < 0 ? ext++ : -1, first_k, idx);
+      put(b, ";\n");
+    }
+    put(b, "        v%d = (%s)(%s);\n      }\n", s, T, src->expr);
+  }
+}
+
+/* The function's head: pointers, scalars and attributes as locals (so the
+ * compiler keeps them in registers across the loop). */
+static void put_head(sbuf *b, const char *name, const fusion_cc_step *steps, int n_steps,
+                     int n_out, const char *T, const int *first_k) {
+  put(b, "void %s(void *const *outs, const void *const *opnd, int64_t n,\n"
+         "                const op_attrs *restrict A) {\n", name);
+  int k = 0;
+  for (int s = 0; s < n_steps; s++) {
+    put(b, "  const op_attrs A%d = A[%d];\n", s, s);
+    for (int a = 0; a < steps[s].src->arity; a++) {
+      if (steps[s].args[a] >= 0) continue;
+      if (steps[s].scalar[a])
+        put(b, "  const %s s%d = ((const %s *)opnd[%d])[0];\n", T, k, T, k);
+      else if (first_k[k] == k)
+        put(b, "  const %s *restrict x%d = opnd[%d];\n", T, k, k);
+      k++;
+    }
+  }
+  for (int o = 0; o < n_out; o++) put(b, "  %s *restrict y%d = outs[%d];\n", T, o, o);
+  put(b, "  int64_t i = 0;\n");
+}
+
+char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out,
+                       const char *T) {
+  sbuf b = {0};
+  bool dbl = !strcmp(T, "double");
+  put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
+          "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
+          "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
+      OP_MAX_ATTRS, vmath_text);
+  /* first_k[k]: the first array operand reading the same input as k */
+  int first_k[FUSION_CC_MAX_OPERANDS], in_of[FUSION_CC_MAX_OPERANDS], n_ext = 0;
+  for (int s = 0; s < n_steps; s++)
+    for (int a = 0; a < steps[s].src->arity; a++) {
+      if (steps[s].args[a] >= 0) continue;
+      if (n_ext == FUSION_CC_MAX_OPERANDS) {
+        core_free(b.p);
+        core_error(KILN_ERR_UNSUPPORTED, "native fusion: more than %d operands", n_ext);
+        return NULL;
+      }
+      int k = n_ext++;
+      in_of[k] = steps[s].scalar[a] ? -1 : steps[s].in[a];
+      first_k[k] = k;
+      for (int j = 0; j < k; j++)
+        if (in_of[k] >= 0 && in_of[j] == in_of[k]) {
+          first_k[k] = j;
+          break;
+        }
+    }
+  /* kiln_fused: plain stores */
+  put_head(&b, "kiln_fused", steps, n_steps, n_out, T, first_k);
+  put(&b, "  for (; i < n; i++) {\n");
+  put_body(&b, steps, n_steps, T, first_k, "i");
+  for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
+  put(&b, "  }\n}\n");
+  /* kiln_fused_nt: 64-byte streaming stores of 16-element blocks (outputs
+   * 64-byte aligned), Note [Streaming stores] in fusion.c */
+  /* the builtins behind _mm512_stream_ps/pd: immintrin.h is 60,000 lines,
+   * most of a kernel's compile time */
+  put(&b, "#if defined(__AVX512F__) && defined(__has_builtin)\n"
+          "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
+          "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
+          "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
+  put_head(&b, "kiln_fused_nt", steps, n_steps, n_out, T, first_k);
+  put(&b, "  for (; i + 16 <= n; i += 16) {\n");
+  for (int o = 0; o < n_out; o++) put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", T, o);
+  /* a constant trip count: the block is one vector iteration, and r stays
+   * in a register (with j from i to i + 16, gcc 12 kept a guard and went
+   * through the stack, a second store per vector) */
+  put(&b, "    for (int j = 0; j < 16; j++) {\n");
+  put_body(&b, steps, n_steps, T, first_k, "i + j");
+  for (int o = 0; o < n_out; o++) put(&b, "      r%d[j] = v%d;\n", o, out_steps[o]);
+  put(&b, "    }\n");
+  for (int o = 0; o < n_out; o++) {
+    if (dbl)
+      put(&b, "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
+              "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n", o, o, o, o);
+    else
+      put(&b, "    __builtin_ia32_movntps512(y%d + i, *(const kiln_v16sf *)r%d);\n", o, o);
+  }
+  put(&b, "  }\n  for (; i < n; i++) {\n");
+  put_body(&b, steps, n_steps, T, first_k, "i");
+  for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
+  put(&b, "  }\n}\n#endif\n#endif\n");
+  if (b.oom) {
+    core_free(b.p);
+    core_error(KILN_ERR_NOMEM, "native fusion: out of memory for the source");
+    return NULL;
+  }
+  return b.p;
+}
+
+/* ---- compiling and loading ----------------------------------------------------- */
+
+/* Runs the compiler: argv from KILN_CC and KILN_NATIVE_CFLAGS, stderr to
+ * err_path. The exit status, or -1 when it could not be started. */
+static int run_cc(const char *c_path, const char *so_path, const char *err_path) {
+  const char *cc = getenv("KILN_CC");
+  if (!cc || !*cc) cc = "cc";
+  char flags[] = KILN_NATIVE_CFLAGS;
+  char *argv[64];
+  int argc = 0;
+  argv[argc++] = (char *)cc;
+  for (char *tok = strtok(flags, " "); tok && argc < 54; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  argv[argc++] = "-shared";
+  argv[argc++] = "-fPIC";
+  argv[argc++] = "-o";
+  argv[argc++] = (char *)so_path;
+  argv[argc++] = (char *)c_path;
+  argv[argc] = NULL;
+  posix_spawn_file_actions_t fa;
+  if (posix_spawn_file_actions_init(&fa) != 0) return -1;
+  posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 127) return -1; /* exec failed */
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* The compiler's first message lines, for the error. */
+static void read_err(const char *path, char *buf, size_t cap) {
+  buf[0] = 0;
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  for (char *c = buf; *c; c++)
+    if (*c == '\n') *c = ' ';
+}
+
+fusion_cc_kernel *fusion_cc_compile(const char *source) {
+  if (fusion_cc_mode() == 0 || cc_missing) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s", cc_missing ? "no C compiler runs" : "off");
+    return NULL;
+  }
+  const char *tmp = getenv("TMPDIR");
+  char dir[512], c_path[600], so_path[600], err_path[600];
+  snprintf(dir, sizeof dir, "%s/kiln-fuse-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) {
+    core_error(KILN_ERR_IO, "native fusion: cannot make a directory in %s: %s",
+               tmp && *tmp ? tmp : "/tmp", strerror(errno));
+    return NULL;
+  }
+  snprintf(c_path, sizeof c_path, "%s/kernel.c", dir);
+  snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
+  snprintf(err_path, sizeof err_path, "%s/cc.err", dir);
+  fusion_cc_kernel *k = NULL;
+  FILE *f = fopen(c_path, "w");
+  bool written = f && fputs(source, f) >= 0;
+  if (f && fclose(f) != 0) written = false;
+  if (!written) {
+    core_error(KILN_ERR_IO, "native fusion: cannot write %s", c_path);
+    goto out;
+  }
+  int rc = run_cc(c_path, so_path, err_path);
+  if (rc != 0) {
+    char msg[400];
+    read_err(err_path, msg, sizeof msg);
+    if (rc < 0) cc_missing = 1;
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s", rc < 0 ? "the C compiler did not run" : msg);
+    goto out;
+  }
+  void *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
+  void *sym = dl ? dlsym(dl, "kiln_fused") : NULL;
+  if (!sym) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: cannot load the kernel: %s", dlerror());
+    if (dl) dlclose(dl);
+    goto out;
+  }
+  k = core_calloc(1, sizeof *k);
+  if (!k) {
+    dlclose(dl);
+    core_error(KILN_ERR_NOMEM, "native fusion: out of memory");
+    goto out;
+  }
+  k->dl = dl;
+  memcpy(&k->fn, &sym, sizeof sym); /* object to function pointer (POSIX) */
+  void *nt = dlsym(dl, "kiln_fused_nt");
+  if (nt) memcpy(&k->fn_nt, &nt, sizeof nt);
+out:
+  unlink(c_path);
+  unlink(so_path);
+  unlink(err_path);
+  rmdir(dir);
+  return k;
+}
+
+fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k) { return k ? k->fn : NULL; }
+fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k) { return k ? k->fn_nt : NULL; }
+
+void fusion_cc_free(fusion_cc_kernel *k) {
+  if (!k) return;
+  dlclose(k->dl);
+  core_free(k);
+}

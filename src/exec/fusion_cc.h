@@ -1,0 +1,57 @@
+/* src/exec/fusion_cc.h: native kernels for fusion groups (fusion_cc.c):
+ * a group's chain of tile expressions written as one C loop, compiled with
+ * the system C compiler and loaded. */
+#ifndef KILN_EXEC_FUSION_CC_H
+#define KILN_EXEC_FUSION_CC_H
+
+#include "ops/op.h"
+
+/* outs[o]: n results of output o; opnd[k]: n values of the k-th operand
+ * that is not a step's result (steps in order, operands in order), in the
+ * step's compute dtype; at[s]: step s's attributes. */
+typedef void (*fusion_native_fn)(void *const *outs, const void *const *opnd, int64_t n,
+                                 const op_attrs *at);
+
+/* One step of a chain for the code generator. args[a] >= 0 names the step
+ * whose result operand a is; -1 means the next external operand, which
+ * comes from group input in[a] (-1: a constant) and is one value spread
+ * over the array when scalar[a] (constants, numbers, zero-dim tensors). */
+typedef struct fusion_cc_step {
+  const op_tile_src *src;
+  int args[3];
+  int in[3];
+  bool scalar[3];
+} fusion_cc_step;
+
+/* Most operands that are not step results (the executor's limit). */
+#define FUSION_CC_MAX_OPERANDS 192
+
+/* A loaded native kernel; free with fusion_cc_free. */
+typedef struct fusion_cc_kernel fusion_cc_kernel;
+
+/* Writes the kernel's C source for steps[0..n_steps) computing in ctype
+ * ("float" or "double") with outputs out_steps[0..n_out). Returns a
+ * core_alloc'd string (free with core_free), or NULL on no memory. */
+char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out,
+                       const char *ctype);
+
+/* Compiles source and loads its kernel. NULL with the error set (the
+ * compiler's first message lines when it failed; KILN_ERR_UNSUPPORTED when
+ * native kernels are off or no compiler runs). The caller owns the result. */
+fusion_cc_kernel *fusion_cc_compile(const char *source);
+fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k);
+/* The same loop writing its outputs with streaming stores in 16-element
+ * blocks; outputs must be 64-byte aligned. NULL without AVX-512. */
+fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k);
+void fusion_cc_free(fusion_cc_kernel *k);
+
+/* Native kernels: 0 never, 1 for groups over >= FUSION_CC_MIN_NUMEL
+ * elements (the default), 2 for every group (tests). KILN_NATIVE_FUSION in
+ * the environment sets the initial mode; KILN_CC names the compiler
+ * (default "cc"). Setting a mode also forgets that the compiler would not
+ * run. Returns the previous mode. */
+#define FUSION_CC_MIN_NUMEL 65536
+int fusion_cc_set_mode(int mode);
+int fusion_cc_mode(void);
+
+#endif
