@@ -245,7 +245,8 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
  * needed, as it still is for PyTorch (scripts/bench_compare.py). */
 static void print_env(const bench_opts *o) {
   static const char *vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
-                               "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND"};
+                               "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND",
+                               "KILN_NATIVE_FUSION", "KILN_CC"};
   FILE *f = o->json ? stderr : stdout;
   fprintf(f, "kiln bench: %ld CPUs, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
           sysconf(_SC_NPROCESSORS_ONLN), omp_get_max_threads(), openblas_get_num_threads(),

@@ -10,7 +10,10 @@
  * dtypes only (shape-polymorphic): broadcasting is resolved per call. When
  * an input requires grad (with grad mode on) the group runs unfused through
  * the interpreter, so eager autograd records it; fusion then happens inside
- * DifferentiableGraphs, whose forward and backward run without recording. */
+ * DifferentiableGraphs, whose forward and backward run without recording.
+ * A kernel met over large inputs is also compiled to one native loop from
+ * the same tile expressions (Note [Native kernels] in fusion_cc.c); it
+ * runs in place of the per-op passes, tile by tile, with the same values. */
 #include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -531,13 +534,20 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   /* Note [Native stores]: a native kernel computes fast enough that where
    * its outputs go decides its speed. Streaming stores send them to
    * memory; plain stores leave them in the last-level cache, where the
-   * next op (or call) reads them: a 16 MB output from a 16 MB input, both
-   * L3-resident, streams at 110-118 GB/s with plain stores (kiln's
-   * copy_4m: 115-125) against 83 with streaming ones. So native kernels
-   * stream only outputs larger than that cache. (The tile executor keeps
-   * the lower threshold: its passes, not memory, bound it, and it measured
-   * faster streaming: 69-84 against 43-68 GB/s.) */
-  if (native) stream = numel * (int64_t)kiln_dtype_size(kn->native_dtype) * f->n_out >= fusion_llc_bytes();
+   * next op (or call) reads them, but read each line before writing it.
+   * Measured on the arithmetic chain (16 MB in, 16 MB out, L3-resident;
+   * kiln's copy_4m alongside):
+   *   2 threads: plain 110-118 GB/s, streaming 83 (copy 101-125);
+   *   1 thread:  plain 57-60 GB/s,  streaming 72-77 (copy 68-74).
+   * Two cores together write memory slower than they reach the cache; one
+   * core's own link is the limit, and plain stores' extra read costs it.
+   * So with several threads native kernels stream only outputs larger than
+   * the cache, and a lone thread streams as the tiles do. (The tile
+   * executor keeps its threshold at any thread count: its passes, not
+   * memory, bound it, and it measured faster streaming, 69-84 against
+   * 43-68 GB/s.) */
+  if (native && omp_get_max_threads() > 1 && numel >= OP_PARALLEL_MIN)
+    stream = numel * (int64_t)kiln_dtype_size(kn->native_dtype) * f->n_out >= fusion_llc_bytes();
   int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
   int failed = 0;
   /* Note [Scalar tiles]: constants, number inputs and one-element tensors
