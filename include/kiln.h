@@ -561,8 +561,8 @@ KILN_API char *kiln_function_stats_json(const kiln_function *f);
  * sizes reuse it. */
 KILN_API int64_t kiln_fused_kernels_compiled(void);
 /* How many of those were also compiled to native code: the group's chain
- * as one loop, built by the system C compiler when the group first runs
- * over 65536 elements or more (Note [Native kernels]; KILN_NATIVE_FUSION=0
+ * as one loop, built by the system C compiler once the kernel's runs have
+ * covered 4M elements in all (Note [Native kernels]; KILN_NATIVE_FUSION=0
  * turns it off, KILN_CC names the compiler). Values are the same either
  * way; without a compiler the tile kernels run. */
 KILN_API int64_t kiln_fused_kernels_native(void);

@@ -65,6 +65,7 @@ typedef struct fkernel {
   kiln_dtype native_dtype;
   int8_t native_state; /* 0 not tried (or not eligible), 1 loaded, -1 failed */
   bool native_eligible;
+  int64_t work; /* elements its tile runs covered (Note [Native kernels]) */
   fusion_cc_kernel *native;
 } fkernel;
 
@@ -506,7 +507,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   }
   int cc_mode = fusion_cc_mode();
   if (kn->native_eligible && kn->native_state == 0 &&
-      (cc_mode == 2 || (cc_mode == 1 && numel >= FUSION_CC_MIN_NUMEL)))
+      (cc_mode == 2 || (cc_mode == 1 && (kn->work += numel) >= FUSION_CC_WORK)))
     native_compile(f, kn);
   fusion_native_fn native = kn->native_state == 1 && cc_mode ? fusion_cc_fn(kn->native) : NULL;
   fusion_native_fn native_nt = native ? fusion_cc_fn_stream(kn->native) : NULL;

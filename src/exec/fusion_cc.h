@@ -45,12 +45,12 @@ fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k);
 fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k);
 void fusion_cc_free(fusion_cc_kernel *k);
 
-/* Native kernels: 0 never, 1 for groups over >= FUSION_CC_MIN_NUMEL
- * elements (the default), 2 for every group (tests). KILN_NATIVE_FUSION in
+/* Native kernels: 0 never, 1 for a kernel once its runs have covered
+ * FUSION_CC_WORK elements (the default), 2 for every kernel (tests). KILN_NATIVE_FUSION in
  * the environment sets the initial mode; KILN_CC names the compiler
  * (default "cc"). Setting a mode also forgets that the compiler would not
  * run. Returns the previous mode. */
-#define FUSION_CC_MIN_NUMEL 65536
+#define FUSION_CC_WORK (INT64_C(1) << 22)
 int fusion_cc_set_mode(int mode);
 int fusion_cc_mode(void);
 

@@ -573,7 +573,8 @@ static fused_group *arith_group(double c) {
  * reference the caller releases. */
 static kiln_tensor *run_arith(fused_group *f, kiln_tensor *x, int mode) {
   int prev = fusion_cc_set_mode(mode);
-  exec_value in[3] = {TV(x), TV(kiln_scalar(1.5, KILN_DTYPE_F32)), TV(kiln_scalar(-0.25, KILN_DTYPE_F32))};
+  kiln_dtype dt = kiln_tensor_dtype(x);
+  exec_value in[3] = {TV(x), TV(kiln_scalar(1.5, dt)), TV(kiln_scalar(-0.25, dt))};
   exec_value out[1] = {{0}};
   int rc = f ? fused_group_run(f, in, out) : -1;
   fusion_cc_set_mode(prev);
@@ -587,30 +588,30 @@ static float arith_ref(float x, float c) {
   return fmaf(-1.0f, c, t);
 }
 
-TEST(fusion_native_kernel_built_once_for_large_groups) {
+/* A kernel is compiled natively once its runs have covered FUSION_CC_WORK
+ * elements, and then serves every batch size. */
+TEST(fusion_native_kernel_built_once_after_enough_work) {
   kiln_scope_begin();
   kiln_generator *g = kiln_generator_new(21);
   fused_group *f = arith_group(0.375); /* a constant no other test uses: a new kernel */
-  int64_t small = 1000, big1 = 70001, big2 = 90017;
+  int64_t sizes[4] = {1000, FUSION_CC_WORK - 50000, 70001, 90017};
+  int64_t native_after[4] = {0, 0, 1, 1}; /* the third run crosses the threshold */
   int64_t native0 = kiln_fused_kernels_native(), built0 = kiln_fused_kernels_compiled();
-  kiln_tensor *xs = kiln_randn(1, &small, KILN_DTYPE_F32, g);
-  kiln_tensor *ys = run_arith(f, xs, 1);
-  CHECK(kiln_fused_kernels_native() == native0); /* below FUSION_CC_MIN_NUMEL: tiles */
-  kiln_tensor *x1 = kiln_randn(1, &big1, KILN_DTYPE_F32, g);
-  kiln_tensor *x2 = kiln_randn(1, &big2, KILN_DTYPE_F32, g);
-  kiln_tensor *y1 = run_arith(f, x1, 1), *y2 = run_arith(f, x2, 1);
-  /* one kernel, compiled once, native once: batch size does not recompile */
-  CHECK_EQ_INT(kiln_fused_kernels_compiled() - built0, 1);
-  CHECK_EQ_INT(kiln_fused_kernels_native() - native0, 1);
-  kiln_tensor *xt[3] = {xs, x1, x2}, *yt[3] = {ys, y1, y2};
-  for (int k = 0; k < 3; k++) {
-    if (!yt[k]) continue;
-    const float *px = kiln_tensor_data(xt[k]), *py = kiln_tensor_data(yt[k]);
-    int64_t bad = 0;
-    for (int64_t i = 0; i < kiln_tensor_numel(xt[k]); i++) bad += py[i] != arith_ref(px[i], 0.375f);
-    CHECK_MSG(bad == 0, "run %d: %lld elements differ", k, (long long)bad);
-    kiln_release(yt[k]);
+  for (int k = 0; k < 4; k++) {
+    kiln_tensor *x = kiln_randn(1, &sizes[k], KILN_DTYPE_F32, g);
+    kiln_tensor *y = run_arith(f, x, 1);
+    CHECK_MSG(kiln_fused_kernels_native() - native0 == native_after[k], "run %d: %lld native kernels",
+              k, (long long)(kiln_fused_kernels_native() - native0));
+    if (y) {
+      const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(y);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < sizes[k]; i++) bad += py[i] != arith_ref(px[i], 0.375f);
+      CHECK_MSG(bad == 0, "run %d: %lld elements differ", k, (long long)bad);
+    }
+    kiln_release(y);
   }
+  /* one kernel for every size: batch size does not recompile */
+  CHECK_EQ_INT(kiln_fused_kernels_compiled() - built0, 1);
   fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
@@ -620,24 +621,28 @@ TEST(fusion_native_kernel_built_once_for_large_groups) {
  * loop (Note [Native stores]), with a tail that is not a whole block. */
 TEST(fusion_native_streaming_kernel_matches_tiles) {
   kiln_scope_begin();
-  int64_t n = fusion_llc_bytes() / 4 + 1037;
   kiln_generator *g = kiln_generator_new(22);
-  kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, g);
   fused_group *f = arith_group(0.4375);
-  kiln_tensor *tiles = run_arith(f, x, 0), *native = run_arith(f, x, 2);
-  CHECK(tiles && native);
-  if (tiles && native) {
-    const float *a = kiln_tensor_data(tiles), *b = kiln_tensor_data(native), *px = kiln_tensor_data(x);
-    int64_t bad = 0, wrong = 0;
-    for (int64_t i = 0; i < n; i++) {
-      bad += memcmp(&a[i], &b[i], sizeof *a) != 0;
-      wrong += a[i] != arith_ref(px[i], 0.4375f);
+  for (int dbl = 0; dbl < 2; dbl++) {
+    kiln_dtype dt = dbl ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
+    int64_t n = fusion_llc_bytes() / (dbl ? 8 : 4) + 1037;
+    kiln_tensor *x = kiln_randn(1, &n, dt, g);
+    kiln_tensor *tiles = run_arith(f, x, 0), *native = run_arith(f, x, 2);
+    CHECK(tiles && native);
+    if (tiles && native) {
+      const char *a = kiln_tensor_data(tiles), *b = kiln_tensor_data(native);
+      size_t es = dbl ? 8 : 4;
+      int64_t bad = 0, wrong = 0;
+      for (int64_t i = 0; i < n; i++) bad += memcmp(a + i * es, b + i * es, es) != 0;
+      if (!dbl)
+        for (int64_t i = 0; i < n; i++)
+          wrong += ((const float *)a)[i] != arith_ref(((const float *)kiln_tensor_data(x))[i], 0.4375f);
+      CHECK_MSG(bad == 0 && wrong == 0, "%s: %lld differ from the tiles, %lld from the reference",
+                dbl ? "float64" : "float32", (long long)bad, (long long)wrong);
     }
-    CHECK_MSG(bad == 0 && wrong == 0, "%lld differ from the tiles, %lld from the reference",
-              (long long)bad, (long long)wrong);
+    kiln_release(tiles);
+    kiln_release(native);
   }
-  kiln_release(tiles);
-  kiln_release(native);
   fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
