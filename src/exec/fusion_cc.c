@@ -25,10 +25,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -257,9 +259,7 @@ char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_
 
 /* Runs the compiler: argv from KILN_CC and KILN_NATIVE_CFLAGS, stderr to
  * err_path. The exit status, or -1 when it could not be started. */
-static int run_cc(const char *c_path, const char *so_path, const char *err_path) {
-  const char *cc = getenv("KILN_CC");
-  if (!cc || !*cc) cc = "cc";
+static int run_cc(const char *cc, const char *c_path, const char *so_path, const char *err_path) {
   char flags[] = KILN_NATIVE_CFLAGS;
   char *argv[64];
   int argc = 0;
@@ -298,9 +298,141 @@ static void read_err(const char *path, char *buf, size_t cap) {
     if (*c == '\n') *c = ' ';
 }
 
+/* Note [Kernel files]: a compiled kernel is kept as
+ * <dir>/fused-<hash>.so beside its source <dir>/fused-<hash>.c, where
+ * <dir> is $KILN_CACHE_DIR (empty or "off": none), else
+ * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; the hash covers the compiler's
+ * name, its flags and the source. A later process (the next training run,
+ * each bench workload) loads the file instead of paying the compiler's
+ * 50 ms again, as Inductor and numba's cache=True do. A file is used only
+ * when the source beside it equals this kernel's, byte for byte (a hash
+ * collision or a stale file is never loaded); files are written under a
+ * temporary name and renamed, so a concurrent reader never sees half a
+ * file; one that will not load is removed and rebuilt. Never under /tmp:
+ * another user could plant a library there. */
+static bool cache_dir(char *out, size_t cap) {
+  const char *d = getenv("KILN_CACHE_DIR");
+  if (d) {
+    if (!*d || !strcmp(d, "off")) return false;
+    snprintf(out, cap, "%s", d);
+  } else {
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    if (xdg && *xdg)
+      snprintf(out, cap, "%s/kiln", xdg);
+    else if (home && *home)
+      snprintf(out, cap, "%s/.cache/kiln", home);
+    else
+      return false;
+  }
+  /* mkdir -p, private */
+  for (char *c = out + 1; *c; c++)
+    if (*c == '/') {
+      *c = 0;
+      mkdir(out, 0700);
+      *c = '/';
+    }
+  return mkdir(out, 0700) == 0 || errno == EEXIST;
+}
+
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+/* The whole of a small file as a core_alloc'd string, or NULL. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *buf = NULL;
+  size_t n = 0, cap = 0;
+  for (;;) {
+    if (n + 4096 + 1 > cap) {
+      cap = cap ? cap * 2 : 16384;
+      char *q = core_alloc(cap);
+      if (!q) break;
+      if (buf) memcpy(q, buf, n);
+      core_free(buf);
+      buf = q;
+    }
+    size_t r = fread(buf + n, 1, cap - n - 1, f);
+    n += r;
+    if (r == 0) break;
+  }
+  bool ok = buf && !ferror(f);
+  fclose(f);
+  if (!ok) {
+    core_free(buf);
+    return NULL;
+  }
+  buf[n] = 0;
+  if (len) *len = n;
+  return buf;
+}
+
+/* Writes data to path through a temporary name and a rename. */
+static bool put_file(const char *path, const char *data, size_t len) {
+  char tmp[700];
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  bool ok = f && fwrite(data, 1, len, f) == len;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok && rename(tmp, path) != 0) ok = false;
+  if (!ok) unlink(tmp);
+  return ok;
+}
+
+/* dlopens path and finds the kernel's entries; NULL with the error set. */
+static fusion_cc_kernel *load(const char *path) {
+  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  void *sym = dl ? dlsym(dl, "kiln_fused") : NULL;
+  if (!sym) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: cannot load the kernel: %s", dlerror());
+    if (dl) dlclose(dl);
+    return NULL;
+  }
+  fusion_cc_kernel *k = core_calloc(1, sizeof *k);
+  if (!k) {
+    dlclose(dl);
+    core_error(KILN_ERR_NOMEM, "native fusion: out of memory");
+    return NULL;
+  }
+  k->dl = dl;
+  memcpy(&k->fn, &sym, sizeof sym); /* object to function pointer (POSIX) */
+  void *nt = dlsym(dl, "kiln_fused_nt");
+  if (nt) memcpy(&k->fn_nt, &nt, sizeof nt);
+  return k;
+}
+
+static _Atomic int64_t files_loaded;
+int64_t fusion_cc_files_loaded(void) { return files_loaded; }
+
 fusion_cc_kernel *fusion_cc_compile(const char *source) {
-  if (fusion_cc_mode() == 0 || cc_missing) {
-    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s", cc_missing ? "no C compiler runs" : "off");
+  if (fusion_cc_mode() == 0) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: off");
+    return NULL;
+  }
+  const char *cc = getenv("KILN_CC");
+  if (!cc || !*cc) cc = "cc";
+  char cdir[512], cached_c[600] = "", cached_so[600] = "";
+  if (cache_dir(cdir, sizeof cdir)) {
+    uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ull, cc), KILN_NATIVE_CFLAGS), source);
+    snprintf(cached_c, sizeof cached_c, "%s/fused-%016llx.c", cdir, (unsigned long long)h);
+    snprintf(cached_so, sizeof cached_so, "%s/fused-%016llx.so", cdir, (unsigned long long)h);
+    char *text = slurp(cached_c, NULL);
+    bool same = text && !strcmp(text, source);
+    core_free(text);
+    if (same) {
+      fusion_cc_kernel *k = load(cached_so);
+      if (k) {
+        files_loaded++;
+        return k;
+      }
+      kiln_clear_error();
+      unlink(cached_so); /* will not load: rebuilt below */
+    }
+  }
+  if (cc_missing) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: no C compiler runs");
     return NULL;
   }
   const char *tmp = getenv("TMPDIR");
@@ -315,14 +447,11 @@ fusion_cc_kernel *fusion_cc_compile(const char *source) {
   snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
   snprintf(err_path, sizeof err_path, "%s/cc.err", dir);
   fusion_cc_kernel *k = NULL;
-  FILE *f = fopen(c_path, "w");
-  bool written = f && fputs(source, f) >= 0;
-  if (f && fclose(f) != 0) written = false;
-  if (!written) {
+  if (!put_file(c_path, source, strlen(source))) {
     core_error(KILN_ERR_IO, "native fusion: cannot write %s", c_path);
     goto out;
   }
-  int rc = run_cc(c_path, so_path, err_path);
+  int rc = run_cc(cc, c_path, so_path, err_path);
   if (rc != 0) {
     char msg[400];
     read_err(err_path, msg, sizeof msg);
@@ -330,23 +459,13 @@ fusion_cc_kernel *fusion_cc_compile(const char *source) {
     core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s", rc < 0 ? "the C compiler did not run" : msg);
     goto out;
   }
-  void *dl = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-  void *sym = dl ? dlsym(dl, "kiln_fused") : NULL;
-  if (!sym) {
-    core_error(KILN_ERR_UNSUPPORTED, "native fusion: cannot load the kernel: %s", dlerror());
-    if (dl) dlclose(dl);
-    goto out;
+  k = load(so_path);
+  if (k && cached_so[0]) { /* keep it (Note [Kernel files]); failing that, nothing is lost */
+    size_t n = 0;
+    char *lib = slurp(so_path, &n);
+    if (lib && put_file(cached_so, lib, n)) put_file(cached_c, source, strlen(source));
+    core_free(lib);
   }
-  k = core_calloc(1, sizeof *k);
-  if (!k) {
-    dlclose(dl);
-    core_error(KILN_ERR_NOMEM, "native fusion: out of memory");
-    goto out;
-  }
-  k->dl = dl;
-  memcpy(&k->fn, &sym, sizeof sym); /* object to function pointer (POSIX) */
-  void *nt = dlsym(dl, "kiln_fused_nt");
-  if (nt) memcpy(&k->fn_nt, &nt, sizeof nt);
 out:
   unlink(c_path);
   unlink(so_path);

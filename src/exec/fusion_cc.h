@@ -35,10 +35,13 @@ typedef struct fusion_cc_kernel fusion_cc_kernel;
 char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out,
                        const char *ctype);
 
-/* Compiles source and loads its kernel. NULL with the error set (the
+/* Compiles source and loads its kernel, or loads the one an earlier
+ * process kept (Note [Kernel files]). NULL with the error set (the
  * compiler's first message lines when it failed; KILN_ERR_UNSUPPORTED when
  * native kernels are off or no compiler runs). The caller owns the result. */
 fusion_cc_kernel *fusion_cc_compile(const char *source);
+/* Kernels loaded from kept files instead of compiled, so far. */
+int64_t fusion_cc_files_loaded(void);
 fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k);
 /* The same loop writing its outputs with streaming stores in 16-element
  * blocks; outputs must be 64-byte aligned. NULL without AVX-512. */

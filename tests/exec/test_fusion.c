@@ -2,7 +2,9 @@
  * execution for every elementwise op (table-driven, on the op samples:
  * broadcast and non-contiguous inputs), chains, training graphs show
  * FusionGroups where they should, and kernels are shape-polymorphic. */
+#include <dirent.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "exec/fusion.h"
 #include "exec/fusion_cc.h"
@@ -688,4 +690,102 @@ TEST(fusion_native_falls_back_without_compiler) {
   fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
+}
+
+/* The one file in dir whose name ends with suffix, into path; false if none. */
+static bool kept_file(const char *dir, const char *suffix, char *path, size_t cap) {
+  DIR *d = opendir(dir);
+  bool found = false;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    size_t n = strlen(e->d_name), m = strlen(suffix);
+    if (n > m && !strcmp(e->d_name + n - m, suffix) && !strstr(e->d_name, ".tmp")) {
+      snprintf(path, cap, "%s/%s", dir, e->d_name);
+      found = true;
+    }
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Replaces the file at path (a new file renamed over it: the old one may be
+ * mapped by a loaded kernel, and truncating a mapped library faults). */
+static void overwrite(const char *path, const char *text) {
+  char tmp[700];
+  snprintf(tmp, sizeof tmp, "%s.new", path);
+  FILE *f = fopen(tmp, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+    rename(tmp, path);
+  }
+}
+
+/* Note [Kernel files]: a compiled kernel is kept and a later compile of the
+ * same source loads it without the compiler; a file that will not load is
+ * rebuilt, and one whose source differs is never loaded. */
+TEST(fusion_native_kernel_files) {
+  char dir[] = "/tmp/kiln-test-kernels-XXXXXX";
+  CHECK(mkdtemp(dir) != NULL);
+  /* "no compiler": PATH without one (KILN_CC is part of a file's key) */
+  const char *old_path = getenv("PATH"), *old_dir = getenv("KILN_CACHE_DIR");
+  char *saved_path = old_path ? strdup(old_path) : NULL, *saved_dir = old_dir ? strdup(old_dir) : NULL;
+  unsetenv("KILN_CC");
+  setenv("KILN_CACHE_DIR", dir, 1);
+  int prev = fusion_cc_set_mode(2);
+  fusion_cc_step st = {op_table[KILN_OP_MUL].tile_srcs[KILN_DTYPE_F32], {-1, -1, -1}, {0, 1, -1}, {0}};
+  int out_step = 0;
+  char *src = fusion_cc_source(&st, 1, &out_step, 1, "float");
+  CHECK(src != NULL);
+  int64_t loaded0 = fusion_cc_files_loaded();
+  fusion_cc_kernel *k1 = src ? fusion_cc_compile(src) : NULL;
+  CHECK_MSG(k1 != NULL, "compile: %s", kiln_last_error());
+  char so[600] = "", c[600] = "";
+  CHECK(kept_file(dir, ".so", so, sizeof so) && kept_file(dir, ".c", c, sizeof c));
+  /* without a compiler, from the file */
+  setenv("PATH", "/nonexistent", 1);
+  fusion_cc_kernel *k2 = src ? fusion_cc_compile(src) : NULL;
+  CHECK_MSG(k2 != NULL, "load: %s", kiln_last_error());
+  CHECK_EQ_INT(fusion_cc_files_loaded() - loaded0, 1);
+  if (k2) {
+    float x[37], y[37], z[37];
+    for (int i = 0; i < 37; i++) x[i] = 0.5f * (float)i - 3.0f, y[i] = 1.25f - 0.1f * (float)i;
+    const void *in[2] = {x, y};
+    void *out[1] = {z};
+    op_attrs at[1] = {{{0}}};
+    fusion_cc_fn(k2)(out, in, 37, at);
+    for (int i = 0; i < 37; i++) CHECK(z[i] == x[i] * y[i]);
+  }
+  /* a file that will not load: removed, and with no compiler, no kernel
+   * (unloaded first: dlopen would find a loaded library by its path) */
+  fusion_cc_free(k1);
+  fusion_cc_free(k2);
+  overwrite(so, "not a shared object");
+  fusion_cc_set_mode(2);
+  CHECK(fusion_cc_compile(src) == NULL);
+  CHECK(access(so, F_OK) != 0);
+  /* with the compiler back it is rebuilt and kept again */
+  setenv("PATH", saved_path ? saved_path : "/usr/bin:/bin", 1);
+  fusion_cc_set_mode(2);
+  fusion_cc_kernel *k3 = fusion_cc_compile(src);
+  CHECK_MSG(k3 != NULL, "rebuild: %s", kiln_last_error());
+  CHECK(access(so, F_OK) == 0);
+  /* a kept source that differs (a hash collision, a stale file): not used */
+  overwrite(c, "/* some other kernel */\n");
+  setenv("PATH", "/nonexistent", 1);
+  fusion_cc_set_mode(2);
+  int64_t loaded1 = fusion_cc_files_loaded();
+  CHECK(fusion_cc_compile(src) == NULL);
+  CHECK(fusion_cc_files_loaded() == loaded1);
+  setenv("PATH", saved_path ? saved_path : "/usr/bin:/bin", 1);
+  if (saved_dir) setenv("KILN_CACHE_DIR", saved_dir, 1);
+  else unsetenv("KILN_CACHE_DIR");
+  fusion_cc_set_mode(prev);
+  kiln_clear_error();
+  fusion_cc_free(k3);
+  core_free(src);
+  unlink(so);
+  unlink(c);
+  rmdir(dir);
+  free(saved_path);
+  free(saved_dir);
 }
