@@ -61,8 +61,7 @@ typedef struct fkernel {
   int8_t tier[64]; /* 0 wrapped number, 1 zero-dim, 2 dimensioned */
   kstep *steps;
   /* Note [Native kernels]: the group as one compiled loop, when every step
-   * has tile text and computes in one float dtype without conversions */
-  kiln_dtype native_dtype;
+   * has tile text */
   int8_t native_state; /* 0 not tried (or not eligible), 1 loaded, -1 failed */
   bool native_eligible;
   int64_t work; /* elements its tile runs covered (Note [Native kernels]) */
@@ -234,28 +233,29 @@ static int input_sig(const exec_value *v, int8_t *dt, int8_t *tier) {
   }
 }
 
+static const char *const c_type[KILN_DTYPE_COUNT] = {"float", "double", "int64_t", "bool"};
+
+/* Whether a tile text's type names dtype dt ("_Bool" where a macro
+ * expanded bool before stringizing it, as compare.c's CMP_TILES does). */
+static bool names_dtype(const char *type, kiln_dtype dt) {
+  return !strcmp(type, c_type[dt]) || (dt == KILN_DTYPE_BOOL && !strcmp(type, "_Bool"));
+}
+
 /* A kernel may be compiled natively when every step has tile text (tile.h)
- * and every value, input and step computes in one float dtype: then each
- * operand reaches the loop as an array of that dtype, unconverted. */
+ * for its compute dtype that reads and gives the dtypes the step computes
+ * in and gives. Operands are converted by C casts, as the tile executor's
+ * conversions (op_ew_convert) are. */
 static void native_eligibility(const fused_group *f, fkernel *kn) {
-  kiln_dtype F = f->n_steps ? kn->steps[0].compute : KILN_DTYPE_F32;
-  const char *T = F == KILN_DTYPE_F32 ? "float" : "double";
   kn->native_eligible = false;
-  if (F != KILN_DTYPE_F32 && F != KILN_DTYPE_F64) return;
   for (int s = 0; s < f->n_steps; s++) {
-    const fstep *st = &f->steps[s];
-    const op_info *op = &op_table[st->op];
-    const op_tile_src *src = op->tile_srcs ? op->tile_srcs[F] : NULL;
-    if (kn->steps[s].compute != F || kn->steps[s].out != F || !src || src->arity != op->n_operands ||
-        src->arity > 3 || strcmp(src->type, T) || strcmp(src->out_type, T))
+    const op_info *op = &op_table[f->steps[s].op];
+    const kstep *ks = &kn->steps[s];
+    const op_tile_src *src = op->tile_srcs ? op->tile_srcs[ks->compute] : NULL;
+    if (!src || src->arity != op->n_operands || src->arity > 3 ||
+        !names_dtype(src->type, ks->compute) || !names_dtype(src->out_type, ks->out))
       return;
-    for (int a = 0; a < op->n_operands; a++)
-      if (st->args[a].kind == SRC_INPUT && kn->tier[st->args[a].index] == 2 &&
-          kn->sig[st->args[a].index] != (int8_t)F)
-        return;
   }
-  kn->native_dtype = F;
-  kn->native_eligible = true;
+  kn->native_eligible = f->n_steps > 0;
 }
 
 /* Compiles kn's native kernel (once): on failure the group keeps its tile
@@ -264,17 +264,18 @@ static void native_compile(const fused_group *f, fkernel *kn) {
   fusion_cc_step cs[FUSION_MAX_STEPS];
   for (int s = 0; s < f->n_steps; s++) {
     const fstep *st = &f->steps[s];
-    cs[s].src = op_table[st->op].tile_srcs[kn->native_dtype];
+    cs[s].src = op_table[st->op].tile_srcs[kn->steps[s].compute];
     for (int a = 0; a < cs[s].src->arity; a++) {
       const fsrc *src = &st->args[a];
       cs[s].args[a] = src->kind == SRC_STEP ? src->index : -1;
       cs[s].in[a] = src->kind == SRC_INPUT ? src->index : -1;
-      /* pre-filled (Note [Scalar tiles]) for every shape this kernel meets */
+      /* pre-filled in the compute dtype (Note [Scalar tiles]) for every
+       * shape this kernel meets; other inputs arrive in their own dtype */
       cs[s].scalar[a] = src->kind == SRC_CONST || (src->kind == SRC_INPUT && kn->tier[src->index] < 2);
+      cs[s].atype[a] = src->kind == SRC_INPUT ? c_type[kn->sig[src->index]] : cs[s].src->type;
     }
   }
-  char *text = fusion_cc_source(cs, f->n_steps, f->out_step, f->n_out,
-                                kn->native_dtype == KILN_DTYPE_F32 ? "float" : "double");
+  char *text = fusion_cc_source(cs, f->n_steps, f->out_step, f->n_out);
   kn->native = text ? fusion_cc_compile(text) : NULL;
   core_free(text);
   kn->native_state = kn->native ? 1 : -1;
@@ -547,8 +548,11 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
    * executor keeps its threshold at any thread count: its passes, not
    * memory, bound it, and it measured faster streaming, 69-84 against
    * 43-68 GB/s.) */
-  if (native && omp_get_max_threads() > 1 && numel >= OP_PARALLEL_MIN)
-    stream = numel * (int64_t)kiln_dtype_size(kn->native_dtype) * f->n_out >= fusion_llc_bytes();
+  if (native && omp_get_max_threads() > 1 && numel >= OP_PARALLEL_MIN) {
+    int64_t out_bytes = 0;
+    for (int o = 0; o < f->n_out; o++) out_bytes += numel * (int64_t)kiln_dtype_size(ksteps[f->out_step[o]].out);
+    stream = out_bytes >= fusion_llc_bytes();
+  }
   int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
   int failed = 0;
   /* Note [Scalar tiles]: constants, number inputs and one-element tensors
@@ -640,9 +644,9 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
             const fsrc *src = &f->steps[s].args[a];
             if (src->kind != SRC_STEP) np[k++] = pre[s][a] ? pre[s][a] : inptr[src->index];
           }
-        size_t es = kiln_dtype_size(kn->native_dtype);
         bool aligned = true;
         for (int o = 0; o < f->n_out; o++) {
+          size_t es = kiln_dtype_size(ksteps[f->out_step[o]].out);
           op_out[o] = (char *)core_data(outs[o]) + i0 * (int64_t)es;
           aligned = aligned && ((uintptr_t)op_out[o] & 63) == 0;
         }
@@ -655,7 +659,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
           for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + slot * (size_t)o;
           native(tile_out, np, n, natt);
           for (int o = 0; o < f->n_out; o++)
-            store_tile(op_out[o], tile_out[o], (size_t)n * es, true);
+            store_tile(op_out[o], tile_out[o], (size_t)n * kiln_dtype_size(ksteps[f->out_step[o]].out),
+                       true);
         }
         continue;
       }

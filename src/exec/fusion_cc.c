@@ -107,12 +107,14 @@ static void put(sbuf *b, const char *fmt, ...) {
   }
 }
 
-/* Operand a of step s: a step's value, a scalar read before the loop, or
- * the array of the first external operand reading the same group input
- * (one load per element however often an input is used). */
+/* Operand a of step s, converted to the step's type: a step's value, a
+ * scalar read before the loop, or the array of the first external operand
+ * reading the same group input (one load per element however often an
+ * input is used). */
 static void put_operand(sbuf *b, const fusion_cc_step *steps, int s, int a, int k,
                         const int *first_k, const char *idx) {
   const fusion_cc_step *st = &steps[s];
+  put(b, "(%s)", st->src->type);
   if (st->args[a] >= 0)
     put(b, "v%d", st->args[a]);
   else if (st->scalar[a])
@@ -122,19 +124,20 @@ static void put_operand(sbuf *b, const fusion_cc_step *steps, int s, int a, int 
 }
 
 /* The loop body: every step's value at index idx, in locals v0, v1, ... */
-static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const char *T,
-                     const int *first_k, const char *idx) {
+static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const int *first_k,
+                     const char *idx) {
   static const char *const names[4][3] = {{0}, {"a"}, {"a", "b"}, {"c", "a", "b"}};
   int ext = 0;
   for (int s = 0; s < n_steps; s++) {
     const op_tile_src *src = steps[s].src;
-    put(b, "      %s v%d;\n      {\n        const op_attrs *at = &A%d;\n        (void)at;\n", T, s, s);
+    put(b, "      %s v%d;\n      {\n        const op_attrs *at = &A%d;\n        (void)at;\n",
+        src->out_type, s, s);
     for (int a = 0; a < src->arity; a++) {
-      put(b, "        %s %s = ", T, names[src->arity][a]);
+      put(b, "        %s %s = ", src->type, names[src->arity][a]);
       put_operand(b, steps, s, a, steps[s].args[a] < 0 ? ext++ : -1, first_k, idx);
       put(b, ";\n");
     }
-    put(b, "        v%d = (%s)(%s);\n      }\n", s, T, src->expr);
+    put(b, "        v%d = (%s)(%s);\n      }\n", s, src->out_type, src->expr);
   }
 }
 
@@ -145,19 +148,20 @@ static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const ch
  * stayed scalar (slower than the tiles); as parameters it vectorizes.
  * Scalars and attributes become locals, kept in registers. */
 static void put_loop_head(sbuf *b, const char *name, const fusion_cc_step *steps, int n_steps,
-                          int n_out, const char *T, const int *first_k) {
+                          const int *out_steps, int n_out, const int *first_k) {
   put(b, "__attribute__((noinline)) static void %s(int64_t n, const op_attrs *restrict A", name);
   int k = 0;
   for (int s = 0; s < n_steps; s++)
     for (int a = 0; a < steps[s].src->arity; a++) {
       if (steps[s].args[a] >= 0) continue;
       if (steps[s].scalar[a])
-        put(b, ",\n    const %s s%d", T, k);
+        put(b, ",\n    const %s s%d", steps[s].src->type, k);
       else if (first_k[k] == k)
-        put(b, ",\n    const %s *restrict x%d", T, k);
+        put(b, ",\n    const %s *restrict x%d", steps[s].atype[a], k);
       k++;
     }
-  for (int o = 0; o < n_out; o++) put(b, ",\n    %s *restrict y%d", T, o);
+  for (int o = 0; o < n_out; o++)
+    put(b, ",\n    %s *restrict y%d", steps[out_steps[o]].src->out_type, o);
   put(b, ") {\n");
   for (int st = 0; st < n_steps; st++) put(b, "  const op_attrs A%d = A[%d];\n", st, st);
   put(b, "  int64_t i = 0;\n");
@@ -165,7 +169,7 @@ static void put_loop_head(sbuf *b, const char *name, const fusion_cc_step *steps
 
 /* The exported entry: unpacks the operand and output arrays for the loop. */
 static void put_entry(sbuf *b, const char *name, const char *loop, const fusion_cc_step *steps,
-                      int n_steps, int n_out, const char *T, const int *first_k) {
+                      int n_steps, int n_out, const int *first_k) {
   put(b, "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
          "  %s(n, A", name, loop);
   int k = 0;
@@ -173,7 +177,7 @@ static void put_entry(sbuf *b, const char *name, const char *loop, const fusion_
     for (int a = 0; a < steps[s].src->arity; a++) {
       if (steps[s].args[a] >= 0) continue;
       if (steps[s].scalar[a])
-        put(b, ", ((const %s *)opnd[%d])[0]", T, k);
+        put(b, ", ((const %s *)opnd[%d])[0]", steps[s].src->type, k);
       else if (first_k[k] == k)
         put(b, ", opnd[%d]", k);
       k++;
@@ -182,10 +186,8 @@ static void put_entry(sbuf *b, const char *name, const char *loop, const fusion_
   put(b, ");\n}\n");
 }
 
-char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out,
-                       const char *T) {
+char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   sbuf b = {0};
-  bool dbl = !strcmp(T, "double");
   put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
           "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
           "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
@@ -210,43 +212,52 @@ char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_
         }
     }
   /* kiln_fused: plain stores */
-  put_loop_head(&b, "kiln_loop", steps, n_steps, n_out, T, first_k);
+  put_loop_head(&b, "kiln_loop", steps, n_steps, out_steps, n_out, first_k);
   put(&b, "  for (; i < n; i++) {\n");
-  put_body(&b, steps, n_steps, T, first_k, "i");
+  put_body(&b, steps, n_steps, first_k, "i");
   for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
   put(&b, "  }\n}\n");
-  put_entry(&b, "kiln_fused", "kiln_loop", steps, n_steps, n_out, T, first_k);
+  put_entry(&b, "kiln_fused", "kiln_loop", steps, n_steps, n_out, first_k);
   /* kiln_fused_nt: 64-byte streaming stores of 16-element blocks (outputs
-   * 64-byte aligned), Note [Streaming stores] in fusion.c */
-  /* the builtins behind _mm512_stream_ps/pd: immintrin.h is 60,000 lines,
-   * most of a kernel's compile time */
-  put(&b, "#if defined(__AVX512F__) && defined(__has_builtin)\n"
-          "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
-          "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
-          "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
-  put_loop_head(&b, "kiln_loop_nt", steps, n_steps, n_out, T, first_k);
-  put(&b, "  for (; i + 16 <= n; i += 16) {\n");
-  for (int o = 0; o < n_out; o++) put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", T, o);
-  /* a constant trip count: the block is one vector iteration, and r stays
-   * in a register (with j from i to i + 16, gcc 12 kept a guard and went
-   * through the stack, a second store per vector) */
-  put(&b, "    for (int j = 0; j < 16; j++) {\n");
-  put_body(&b, steps, n_steps, T, first_k, "i + j");
-  for (int o = 0; o < n_out; o++) put(&b, "      r%d[j] = v%d;\n", o, out_steps[o]);
-  put(&b, "    }\n");
+   * float or double, 64-byte aligned), Note [Streaming stores] in fusion.c */
+  bool nt = true;
   for (int o = 0; o < n_out; o++) {
-    if (dbl)
-      put(&b, "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
-              "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n", o, o, o, o);
-    else
-      put(&b, "    __builtin_ia32_movntps512(y%d + i, *(const kiln_v16sf *)r%d);\n", o, o);
+    const char *ot = steps[out_steps[o]].src->out_type;
+    nt = nt && (!strcmp(ot, "float") || !strcmp(ot, "double"));
   }
-  put(&b, "  }\n  for (; i < n; i++) {\n");
-  put_body(&b, steps, n_steps, T, first_k, "i");
-  for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
-  put(&b, "  }\n}\n");
-  put_entry(&b, "kiln_fused_nt", "kiln_loop_nt", steps, n_steps, n_out, T, first_k);
-  put(&b, "#endif\n#endif\n");
+  if (nt) {
+    /* the builtins behind _mm512_stream_ps/pd: immintrin.h is 60,000
+     * lines, most of a kernel's compile time */
+    put(&b, "#if defined(__AVX512F__) && defined(__has_builtin)\n"
+            "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
+            "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
+            "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
+    put_loop_head(&b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k);
+    put(&b, "  for (; i + 16 <= n; i += 16) {\n");
+    for (int o = 0; o < n_out; o++)
+      put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", steps[out_steps[o]].src->out_type, o);
+    /* a constant trip count: the block is one vector iteration, and r
+     * stays in a register (with j from i to i + 16, gcc 12 kept a guard and
+     * went through the stack, a second store per vector) */
+    put(&b, "    for (int j = 0; j < 16; j++) {\n");
+    put_body(&b, steps, n_steps, first_k, "i + j");
+    for (int o = 0; o < n_out; o++) put(&b, "      r%d[j] = v%d;\n", o, out_steps[o]);
+    put(&b, "    }\n");
+    for (int o = 0; o < n_out; o++) {
+      if (!strcmp(steps[out_steps[o]].src->out_type, "double"))
+        put(&b, "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
+                "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n",
+            o, o, o, o);
+      else
+        put(&b, "    __builtin_ia32_movntps512(y%d + i, *(const kiln_v16sf *)r%d);\n", o, o);
+    }
+    put(&b, "  }\n  for (; i < n; i++) {\n");
+    put_body(&b, steps, n_steps, first_k, "i");
+    for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
+    put(&b, "  }\n}\n");
+    put_entry(&b, "kiln_fused_nt", "kiln_loop_nt", steps, n_steps, n_out, first_k);
+    put(&b, "#endif\n#endif\n");
+  }
   if (b.oom) {
     core_free(b.p);
     core_error(KILN_ERR_NOMEM, "native fusion: out of memory for the source");

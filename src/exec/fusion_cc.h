@@ -6,21 +6,26 @@
 
 #include "ops/op.h"
 
-/* outs[o]: n results of output o; opnd[k]: n values of the k-th operand
- * that is not a step's result (steps in order, operands in order), in the
- * step's compute dtype; at[s]: step s's attributes. */
+/* outs[o]: n results of output o; opnd[k]: the k-th operand that is not a
+ * step's result (steps in order, operands in order): n values of its
+ * input's dtype, or (scalar) at least one value of the step's compute
+ * dtype; at[s]: step s's attributes. */
 typedef void (*fusion_native_fn)(void *const *outs, const void *const *opnd, int64_t n,
                                  const op_attrs *at);
 
-/* One step of a chain for the code generator. args[a] >= 0 names the step
- * whose result operand a is; -1 means the next external operand, which
- * comes from group input in[a] (-1: a constant) and is one value spread
- * over the array when scalar[a] (constants, numbers, zero-dim tensors). */
+/* One step of a chain for the code generator: its tile text (computing
+ * in src->type, giving src->out_type). args[a] >= 0 names the step whose
+ * result operand a is; -1 means the next external operand, which comes
+ * from group input in[a] (-1: a constant) as an array of C type atype[a],
+ * or is one value of src->type when scalar[a] (constants, numbers,
+ * zero-dim tensors). Operands convert to src->type by C casts, as the
+ * tile executor's conversions do (bool results are 0/1). */
 typedef struct fusion_cc_step {
   const op_tile_src *src;
   int args[3];
   int in[3];
   bool scalar[3];
+  const char *atype[3];
 } fusion_cc_step;
 
 /* Most operands that are not step results (the executor's limit). */
@@ -29,11 +34,10 @@ typedef struct fusion_cc_step {
 /* A loaded native kernel; free with fusion_cc_free. */
 typedef struct fusion_cc_kernel fusion_cc_kernel;
 
-/* Writes the kernel's C source for steps[0..n_steps) computing in ctype
- * ("float" or "double") with outputs out_steps[0..n_out). Returns a
- * core_alloc'd string (free with core_free), or NULL on no memory. */
-char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out,
-                       const char *ctype);
+/* Writes the kernel's C source for steps[0..n_steps) with outputs
+ * out_steps[0..n_out). Returns a core_alloc'd string (free with
+ * core_free), or NULL with the error set. */
+char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out);
 
 /* Compiles source and loads its kernel, or loads the one an earlier
  * process kept (Note [Kernel files]). NULL with the error set (the
@@ -44,7 +48,8 @@ fusion_cc_kernel *fusion_cc_compile(const char *source);
 int64_t fusion_cc_files_loaded(void);
 fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k);
 /* The same loop writing its outputs with streaming stores in 16-element
- * blocks; outputs must be 64-byte aligned. NULL without AVX-512. */
+ * blocks; outputs must be 64-byte aligned. NULL without AVX-512, or when
+ * an output is not float or double. */
 fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k);
 void fusion_cc_free(fusion_cc_kernel *k);
 

@@ -40,52 +40,32 @@ static void gelu_f64(void *out, const void *const *in, int64_t n, const op_attrs
 TILE_UNARY(silu_f32, float, float, a * op_sigmoidf(a))
 TILE_UNARY(silu_f64, double, double, a / (1.0 + exp(-a)))
 
-/* The product is formed unconditionally so that the slope load is not
- * conditional: the loop then if-converts (and vectorizes). */
-static inline float leaky_f32(float a, const op_attrs *at) {
-  float m = a * (float)at->s[0];
-  return a > 0.0f ? a : m;
-}
-static inline double leaky_f64(double a, const op_attrs *at) {
-  double m = a * at->s[0];
-  return a > 0.0 ? a : m;
-}
-TILE_UNARY(leaky_relu_f32, float, float, leaky_f32(a, at))
-TILE_UNARY(leaky_relu_f64, double, double, leaky_f64(a, at))
+/* leaky_relu and clamp's float helpers are in vmath.h. */
+TILE_UNARY(leaky_relu_f32, float, float, op_leakyf(a, at->s[0]))
+TILE_UNARY(leaky_relu_f64, double, double, op_leaky(a, at->s[0]))
 
-/* clamp: min(max(x, lo), hi) as std::min/std::max, so NaN propagates and
- * lo > hi gives hi (PyTorch's semantics). A None bound is -inf / +inf (or
- * the int64 range); float bounds on an int64 tensor are truncated and
- * saturated (PyTorch would promote the result to float32 instead). */
-static inline double bound_f(double v, double none) { return isnan(v) ? none : v; }
+/* clamp of int64: a None bound is the int64 range; float bounds on an
+ * int64 tensor are truncated and saturated (PyTorch would promote the
+ * result to float32 instead). */
 static inline int64_t bound_i64(double v, int64_t none) {
   if (isnan(v)) return none;
   if (v >= 0x1p63) return INT64_MAX;
   if (v <= -0x1p63) return INT64_MIN;
   return (int64_t)v;
 }
-static inline float clamp_f32(float a, const op_attrs *at) {
-  float lo = (float)bound_f(at->s[0], -INFINITY), hi = (float)bound_f(at->s[1], INFINITY);
-  float t = a < lo ? lo : a;
-  return hi < t ? hi : t;
-}
-static inline double clamp_f64(double a, const op_attrs *at) {
-  double lo = bound_f(at->s[0], -INFINITY), hi = bound_f(at->s[1], INFINITY);
-  double t = a < lo ? lo : a;
-  return hi < t ? hi : t;
-}
 static inline int64_t clamp_i64(int64_t a, const op_attrs *at) {
   int64_t lo = bound_i64(at->s[0], INT64_MIN), hi = bound_i64(at->s[1], INT64_MAX);
   int64_t t = a < lo ? lo : a;
   return hi < t ? hi : t;
 }
-TILE_UNARY(clamp_f32_tile, float, float, clamp_f32(a, at))
-TILE_UNARY(clamp_f64_tile, double, double, clamp_f64(a, at))
+TILE_UNARY(clamp_f32_tile, float, float, op_clampf(a, at->s[0], at->s[1]))
+TILE_UNARY(clamp_f64_tile, double, double, op_clamp(a, at->s[0], at->s[1]))
 TILE_UNARY(clamp_i64_tile, int64_t, int64_t, clamp_i64(a, at))
 
 /* Tile texts (tile.h) for the tiles that are one expression of their
- * operands; gelu (two forms), leaky_relu and clamp call helpers of this
- * file, so they have none and their groups keep the tile kernels. */
+ * operands and vmath.h; gelu (two forms chosen per tile) and the int64
+ * clamp (helpers of this file) have none, and their groups keep the tile
+ * kernels. */
 const op_tile_fn op_relu_tiles[KILN_DTYPE_COUNT] = {relu_f32, relu_f64, relu_i64, NULL};
 const op_tile_src *const op_relu_tile_srcs[KILN_DTYPE_COUNT] = {
     &relu_f32_src, &relu_f64_src, &relu_i64_src, NULL};
@@ -95,8 +75,12 @@ const op_tile_src *const op_silu_tile_srcs[KILN_DTYPE_COUNT] = {
     &silu_f32_src, &silu_f64_src, NULL, NULL};
 const op_tile_fn op_leaky_relu_tiles[KILN_DTYPE_COUNT] = {leaky_relu_f32, leaky_relu_f64,
                                                           NULL, NULL};
+const op_tile_src *const op_leaky_relu_tile_srcs[KILN_DTYPE_COUNT] = {
+    &leaky_relu_f32_src, &leaky_relu_f64_src, NULL, NULL};
 const op_tile_fn op_clamp_tiles[KILN_DTYPE_COUNT] = {clamp_f32_tile, clamp_f64_tile,
                                                      clamp_i64_tile, NULL};
+const op_tile_src *const op_clamp_tile_srcs[KILN_DTYPE_COUNT] = {
+    &clamp_f32_tile_src, &clamp_f64_tile_src, NULL, NULL};
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Public API only (they record lazily and under create_graph). Masks are

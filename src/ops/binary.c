@@ -1,19 +1,12 @@
 /* src/ops/binary.c: pow, maximum, minimum: tiles, formulas, API. */
 #include "tile.h"
+#include "vmath.h"
 
 /* ---- tiles ------------------------------------------------------------------ */
 
-/* As PyTorch's pow with a scalar exponent: x ** 2 is a * a (the correctly
- * rounded result pow would also give, at a fraction of the cost) and
- * x ** 0.5 is sqrt (which differs from pow only at -0 and -inf: -0, NaN). */
-static inline float pow_f(float a, float b) {
-  return b == 2.0f ? a * a : b == 0.5f ? sqrtf(a) : powf(a, b);
-}
-static inline double pow_d(double a, double b) {
-  return b == 2.0 ? a * a : b == 0.5 ? sqrt(a) : pow(a, b);
-}
-TILE_BINARY(pow_f32, float, float, pow_f(a, b))
-TILE_BINARY(pow_f64, double, double, pow_d(a, b))
+/* Float pow (x ** 2 as a * a, x ** 0.5 as sqrt) is in vmath.h. */
+TILE_BINARY(pow_f32, float, float, op_powf(a, b))
+TILE_BINARY(pow_f64, double, double, op_pow(a, b))
 
 /* PyTorch's powi: exponentiation by squaring in wrapping arithmetic; a
  * negative exponent gives 1 for base 1, +-1 for base -1, else 0. (PyTorch
@@ -45,8 +38,10 @@ TILE_BINARY(minimum_f64, double, double, (a < b || a != a) ? a : b)
 TILE_BINARY(minimum_i64, int64_t, int64_t, a < b ? a : b)
 TILE_BINARY(minimum_b, bool, bool, a && b)
 
-/* pow's tiles call helpers of this file: no tile text (tile.h). */
 const op_tile_fn op_pow_tiles[KILN_DTYPE_COUNT] = {pow_f32, pow_f64, pow_i64, NULL};
+/* powi is a helper of this file: the int64 tile has no text (tile.h) */
+const op_tile_src *const op_pow_tile_srcs[KILN_DTYPE_COUNT] = {&pow_f32_src, &pow_f64_src, NULL,
+                                                               NULL};
 const op_tile_fn op_maximum_tiles[KILN_DTYPE_COUNT] = {maximum_f32, maximum_f64, maximum_i64,
                                                        maximum_b};
 const op_tile_src *const op_maximum_tile_srcs[KILN_DTYPE_COUNT] = {

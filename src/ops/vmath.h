@@ -1,4 +1,6 @@
-/* src/ops/vmath.h: float32 exp and tanh written so that the tile loops
+/* src/ops/vmath.h: float math the tiles call, and so every native fused
+ * kernel (this text is part of each one's source; it includes only libc
+ * headers). float32 exp and tanh are written so that the tile loops
  * calling them vectorize (libm's expf/tanhf are opaque calls, one element
  * at a time: the transcendental ops would be compute-bound at a tenth of
  * memory bandwidth). exp is within about 1 ulp of libm, tanh 2.5 ulp.
@@ -90,6 +92,46 @@ static inline float op_sigmoidf(float x) {
   float y = 1.0f / (1.0f + op_expf_clamped(z));
   y = x < -88.3f ? 0.0f : y;
   return x != x ? x : y;
+}
+
+/* The helpers of tiles whose expression is more than one line, here so
+ * that their text, like every tile's, compiles into native kernels (this
+ * header is part of every kernel's source). Attributes come in as the
+ * op_attrs values (NAN for None). */
+
+/* leaky_relu: the product is formed unconditionally so that the slope
+ * load is not conditional: the loop then if-converts (and vectorizes). */
+static inline float op_leakyf(float a, double slope) {
+  float m = a * (float)slope;
+  return a > 0.0f ? a : m;
+}
+static inline double op_leaky(double a, double slope) {
+  double m = a * slope;
+  return a > 0.0 ? a : m;
+}
+
+/* clamp: min(max(x, lo), hi) as std::min/std::max, so NaN propagates and
+ * lo > hi gives hi (PyTorch's semantics); a None bound is -inf / +inf. */
+static inline double op_bound(double v, double none) { return v != v ? none : v; }
+static inline float op_clampf(float a, double lo_, double hi_) {
+  float lo = (float)op_bound(lo_, -__builtin_inf()), hi = (float)op_bound(hi_, __builtin_inf());
+  float t = a < lo ? lo : a;
+  return hi < t ? hi : t;
+}
+static inline double op_clamp(double a, double lo_, double hi_) {
+  double lo = op_bound(lo_, -__builtin_inf()), hi = op_bound(hi_, __builtin_inf());
+  double t = a < lo ? lo : a;
+  return hi < t ? hi : t;
+}
+
+/* pow as PyTorch's with a scalar exponent: x ** 2 is a * a (the correctly
+ * rounded result pow would also give, at a fraction of the cost) and
+ * x ** 0.5 is sqrt (which differs from pow only at -0 and -inf: -0, NaN). */
+static inline float op_powf(float a, float b) {
+  return b == 2.0f ? a * a : b == 0.5f ? sqrtf(a) : powf(a, b);
+}
+static inline double op_pow(double a, double b) {
+  return b == 2.0 ? a * a : b == 0.5 ? sqrt(a) : pow(a, b);
 }
 
 #endif
