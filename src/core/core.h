@@ -158,6 +158,12 @@ double core_get_flat(const kiln_tensor *t, int64_t i);
  * and |INT64_MIN| are INT64_MIN. Floor division and remainder follow
  * Python (the remainder takes the divisor's sign); b must not be 0. The
  * float forms follow below. */
+/* A float converted to int64 truncates toward zero; NaN, the infinities
+ * and values out of range (C's undefined behaviour) give INT64_MIN, as
+ * PyTorch's conversions do on x86 (the hardware's "integer indefinite"). */
+static inline int64_t core_f2i(double v) {
+  return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN;
+}
 static inline int64_t core_wrap_add(int64_t a, int64_t b) { return (int64_t)((uint64_t)a + (uint64_t)b); }
 static inline int64_t core_wrap_sub(int64_t a, int64_t b) { return (int64_t)((uint64_t)a - (uint64_t)b); }
 static inline int64_t core_wrap_mul(int64_t a, int64_t b) { return (int64_t)((uint64_t)a * (uint64_t)b); }

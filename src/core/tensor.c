@@ -215,7 +215,7 @@ static void store_from_double(void *p, kiln_dtype dt, double v) {
   switch (dt) {
   case KILN_DTYPE_F32: *(float *)p = (float)v; break;
   case KILN_DTYPE_F64: *(double *)p = v; break;
-  case KILN_DTYPE_I64: *(int64_t *)p = (int64_t)v; break;
+  case KILN_DTYPE_I64: *(int64_t *)p = core_f2i(v); break;
   default: *(bool *)p = v != 0; break;
   }
 }
@@ -283,7 +283,11 @@ kiln_tensor *kiln_full(int ndim, const int64_t *shape, double value, kiln_dtype 
   switch (dt) {
   case KILN_DTYPE_F32: for (int64_t i = 0; i < n; i++) ((float *)d)[i] = (float)value; break;
   case KILN_DTYPE_F64: for (int64_t i = 0; i < n; i++) ((double *)d)[i] = value; break;
-  case KILN_DTYPE_I64: for (int64_t i = 0; i < n; i++) ((int64_t *)d)[i] = (int64_t)value; break;
+  case KILN_DTYPE_I64: {
+    int64_t iv = core_f2i(value);
+    for (int64_t i = 0; i < n; i++) ((int64_t *)d)[i] = iv;
+    break;
+  }
   default: memset(d, value != 0, (size_t)n); break;
   }
   return core_autorelease(t);

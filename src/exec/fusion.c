@@ -254,6 +254,15 @@ static void native_eligibility(const fused_group *f, fkernel *kn) {
     if (!src || src->arity != op->n_operands || src->arity > 3 ||
         !names_dtype(src->type, ks->compute) || !names_dtype(src->out_type, ks->out))
       return;
+    /* a float operand of an int64 step would need core_f2i, which the
+     * kernel's source lacks (promotion never makes one: float wins) */
+    for (int a = 0; a < op->n_operands && ks->compute == KILN_DTYPE_I64; a++) {
+      const fsrc *fs = &f->steps[s].args[a];
+      int from = fs->kind == SRC_STEP ? (int)kn->steps[fs->index].out
+                 : fs->kind == SRC_INPUT && kn->tier[fs->index] == 2 ? kn->sig[fs->index]
+                                                                     : -1;
+      if (from == KILN_DTYPE_F32 || from == KILN_DTYPE_F64) return;
+    }
   }
   kn->native_eligible = f->n_steps > 0;
 }

@@ -110,8 +110,12 @@ static int minmax(const exec_instr *x, exec_value *in, exec_value *out, bool is_
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
   bool pick0 = is_max ? num(&in[0]) >= num(&in[1]) : num(&in[0]) <= num(&in[1]);
   bool any_float = in[0].tag == EXEC_V_FLOAT || in[1].tag == EXEC_V_FLOAT;
-  double r = pick0 ? num(&in[0]) : num(&in[1]);
-  out[0] = any_float ? vf(r) : vi((int64_t)r);
+  if (!any_float) { /* exactly, not through a double (2^63 would not fit) */
+    int64_t a = in[0].tag == EXEC_V_BOOL ? in[0].b : in[0].i, b = in[1].tag == EXEC_V_BOOL ? in[1].b : in[1].i;
+    out[0] = vi(is_max ? (a >= b ? a : b) : (a <= b ? a : b));
+    return 0;
+  }
+  out[0] = vf(pick0 ? num(&in[0]) : num(&in[1]));
   return 0;
 }
 static int p_min(const exec_instr *x, exec_value *in, exec_value *out) { return minmax(x, in, out, false); }
@@ -159,7 +163,7 @@ static int p_item(const exec_instr *x, exec_value *in, exec_value *out) {
   if (need_tensor(x, &in[0]) < 0) return -1;
   if (kiln_item(in[0].t, &v) < 0) return -1;
   switch (in[0].t->dtype) {
-  case KILN_DTYPE_I64: out[0] = vi((int64_t)v); break;
+  case KILN_DTYPE_I64: out[0] = vi(core_f2i(v)); break;
   case KILN_DTYPE_BOOL: out[0] = vb(v != 0); break;
   default: out[0] = vf(v); break;
   }
@@ -189,7 +193,7 @@ static int p_int(const exec_instr *x, exec_value *in, exec_value *out) {
     out[0] = vi(k);
     return 0;
   }
-  if (!isfinite(v))
+  if (!(v >= -0x1p63 && v < 0x1p63)) /* NaN, inf, beyond int64 */
     return core_error(KILN_ERR_INVALID, "%s: cannot convert %g to int", x->name, v);
   out[0] = vi((int64_t)v); /* truncation toward zero, as Python's int() */
   return 0;
@@ -422,7 +426,10 @@ static int p_abs(const exec_instr *x, exec_value *in, exec_value *out) {
   static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
     if (!IN_NUM(&in[0])) return type_error(x, in, 1);                            \
     double a = num(&in[0]);                                                      \
-    out[0] = to_int ? vi((int64_t)(expr)) : vf(expr);                            \
+    double r_ = (expr);                                                          \
+    if (to_int && !(r_ >= -0x1p63 && r_ < 0x1p63))                               \
+      return core_error(KILN_ERR_INVALID, "%s: cannot convert %g to int", x->name, r_); \
+    out[0] = to_int ? vi((int64_t)r_) : vf(r_);                                  \
     return 0;                                                                    \
   }
 MATH1(p_floor, floor(a), 1)

@@ -19,7 +19,7 @@ static inline void store_any(char *p, kiln_dtype dt, double v) {
   switch (dt) {
   case KILN_DTYPE_F32: *(float *)p = (float)v; break;
   case KILN_DTYPE_F64: *(double *)p = v; break;
-  case KILN_DTYPE_I64: *(int64_t *)p = (int64_t)v; break;
+  case KILN_DTYPE_I64: *(int64_t *)p = core_f2i(v); break;
   default: *(bool *)p = v != 0; break;
   }
 }

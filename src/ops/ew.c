@@ -138,7 +138,7 @@ static inline void store_conv(void *dst, kiln_dtype dt, int64_t i, double v) {
   switch (dt) {
   case KILN_DTYPE_F32: ((float *)dst)[i] = (float)v; break;
   case KILN_DTYPE_F64: ((double *)dst)[i] = v; break;
-  case KILN_DTYPE_I64: ((int64_t *)dst)[i] = (int64_t)v; break;
+  case KILN_DTYPE_I64: ((int64_t *)dst)[i] = core_f2i(v); break;
   default: ((bool *)dst)[i] = v != 0; break;
   }
 }
@@ -176,13 +176,14 @@ typedef void (*run_fn)(void *dst, const void *src, int64_t stride, int64_t n);
 #define AS_F32(x) ((float)(x))
 #define AS_F64(x) ((double)(x))
 #define AS_I64(x) ((int64_t)(x))
+#define F_TO_I64(x) core_f2i(x) /* Note [Int semantics] */
 RUN(f32, float, f32, float, AS_IS)
 RUN(f32, float, f64, double, AS_F64)
-RUN(f32, float, i64, int64_t, AS_I64)
+RUN(f32, float, i64, int64_t, F_TO_I64)
 RUN(f32, float, b, bool, AS_BOOL)
 RUN(f64, double, f32, float, AS_F32)
 RUN(f64, double, f64, double, AS_IS)
-RUN(f64, double, i64, int64_t, AS_I64)
+RUN(f64, double, i64, int64_t, F_TO_I64)
 RUN(f64, double, b, bool, AS_BOOL)
 RUN(i64, int64_t, f32, float, AS_F32)
 RUN(i64, int64_t, f64, double, AS_F64)

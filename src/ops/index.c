@@ -67,7 +67,7 @@ static void add_scaled(kiln_dtype dt, void *dst, const void *src, int64_t n, dou
     break;
   }
   case KILN_DTYPE_I64: {
-    int64_t *restrict d = dst, a = (int64_t)alpha;
+    int64_t *restrict d = dst, a = core_f2i(alpha);
     const int64_t *restrict s = src;
     for (int64_t k = 0; k < n; k++) d[k] += a * s[k];
     break;

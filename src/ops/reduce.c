@@ -354,7 +354,7 @@ static void store_val(kiln_tensor *out, int64_t o, bool is_int, r_val v) {
   switch (out->dtype) {
   case KILN_DTYPE_F32: ((float *)d)[o] = is_int ? (float)v.i : (float)v.f; break;
   case KILN_DTYPE_F64: ((double *)d)[o] = is_int ? (double)v.i : v.f; break;
-  case KILN_DTYPE_I64: ((int64_t *)d)[o] = is_int ? v.i : (int64_t)v.f; break;
+  case KILN_DTYPE_I64: ((int64_t *)d)[o] = is_int ? v.i : core_f2i(v.f); break;
   default: ((bool *)d)[o] = is_int ? v.i != 0 : v.f != 0; break;
   }
 }

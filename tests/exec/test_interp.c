@@ -238,3 +238,38 @@ TEST(interp_many_loop_carried_values) {
   kiln_function_free(f);
   kiln_scope_end();
 }
+
+/* Number builtins at int64's edges: max/min of ints compare exactly (not
+ * through a double, where 2^63 - 1 rounds out of range), and float -> int
+ * conversions that cannot fit are errors, as in Python, never C's
+ * undefined behaviour (Note [Int semantics]). */
+TEST(interp_int_edges) {
+  kiln_scope_begin();
+  kiln_function *f = fn_of("graph(%a : int, %b : int, %x : float):\n"
+                           "  %m : int = prim::max(%a, %b)\n"
+                           "  %n : int = prim::min(%a, %b)\n"
+                           "  %c : int = aten::floor(%x)\n"
+                           "  %i : int = aten::Int(%x)\n"
+                           "  return (%m, %n, %c, %i)\n");
+  kiln_value in[3] = {{.kind = KILN_VALUE_INT, .i = INT64_MAX}, {.kind = KILN_VALUE_INT, .i = INT64_MAX - 1},
+                      {.kind = KILN_VALUE_FLOAT, .f = -2.5}};
+  kiln_value out[4];
+  int k = f ? kiln_function_call(f, in, 3, out, 4) : -1;
+  CHECK_EQ_INT(k, 4);
+  if (k == 4) {
+    CHECK(out[0].i == INT64_MAX);
+    CHECK(out[1].i == INT64_MAX - 1);
+    CHECK_EQ_INT(out[2].i, -3);
+    CHECK_EQ_INT(out[3].i, -2);
+  }
+  const double bad[3] = {1e30, -INFINITY, NAN};
+  for (int j = 0; j < 3; j++) {
+    in[2].f = bad[j];
+    k = f ? kiln_function_call(f, in, 3, out, 4) : -1;
+    CHECK_MSG(k < 0, "floor/int of %g gave a value", bad[j]);
+    CHECK_STR_CONTAINS(kiln_last_error(), "cannot convert");
+  }
+  kiln_clear_error();
+  kiln_function_free(f);
+  kiln_scope_end();
+}

@@ -113,3 +113,34 @@ TEST(copy_rows_strided_and_broadcast) {
   }
   kiln_scope_end();
 }
+
+/* Float to int64 out of range (NaN, infinities, |x| >= 2^63) is undefined
+ * in C; kiln gives INT64_MIN, as PyTorch on x86 does (measured:
+ * torch.tensor([nan, inf, -inf, 1e30, -1e30, 3.7, -3.7, 9.3e18,
+ * -9.3e18]).to(torch.int64)), through every conversion path: to(), the
+ * elementwise driver's operand conversion and fill, and reductions. Found
+ * by the run fuzzer (UBSan in store_any). */
+TEST(copy_float_to_int64_out_of_range) {
+  kiln_scope_begin();
+  const double v[9] = {NAN, INFINITY, -INFINITY, 1e30, -1e30, 3.7, -3.7, 9.3e18, -9.3e18};
+  const int64_t want[9] = {INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN, INT64_MIN,
+                           3,         -3,        INT64_MIN, INT64_MIN};
+  int64_t n = 9;
+  for (int dt = 0; dt < 2; dt++) {
+    kiln_tensor *a = kiln_to_dtype(kiln_from_data(v, 1, &n, KILN_DTYPE_F64),
+                                   dt ? KILN_DTYPE_F32 : KILN_DTYPE_F64);
+    kiln_tensor *i = kiln_to_dtype(a, KILN_DTYPE_I64);
+    /* the driver converting an operand: int64 + float is float, so the
+     * float operand is converted where an int64 result is asked for by
+     * copy_ into an int64 tensor */
+    kiln_tensor *z = kiln_zeros(1, &n, KILN_DTYPE_I64);
+    CHECK(kiln_copy_(z, a) == KILN_OK);
+    for (int k = 0; k < 9; k++) {
+      CHECK_MSG(((int64_t *)kiln_tensor_data(i))[k] == want[k], "to: %g -> %lld", v[k],
+                (long long)((int64_t *)kiln_tensor_data(i))[k]);
+      CHECK_MSG(((int64_t *)kiln_tensor_data(z))[k] == want[k], "copy_: %g -> %lld", v[k],
+                (long long)((int64_t *)kiln_tensor_data(z))[k]);
+    }
+  }
+  kiln_scope_end();
+}
