@@ -4,6 +4,9 @@ PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
 
+# Floating-point flags of the release build, and of the native fused
+# kernels it compiles at run time (NATIVE_CFLAGS below).
+FP_FLAGS := -fno-math-errno -ffp-contract=off -fno-trapping-math
 WARN := -Wall -Wextra -Werror -Wshadow -Wpointer-arith -Wstrict-prototypes \
         -Wmissing-prototypes -Wno-unused-parameter -Wvla
 ifeq ($(FUZZ),1)
@@ -31,8 +34,7 @@ else
   # -fno-trapping-math: kiln never enables FP traps; without it gcc masks every
   # op under a select (x != x ? x : y) instead of computing both sides and
   # blending, another ~20% on the transcendental tiles. Results are unchanged.
-  OPT := -O2 -g -march=native -fvect-cost-model=dynamic -fno-math-errno -ffp-contract=off \
-         -fno-trapping-math
+  OPT := -O2 -g -march=native -fvect-cost-model=dynamic $(FP_FLAGS)
 endif
 CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc \
           -I$(BUILD)/gen
@@ -40,8 +42,7 @@ CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hi
 # compiled at run time with the release build's floating-point flags, so
 # their values equal the tile kernels' (the sanitizer builds' -O1 tiles
 # compute the same values: no contraction, no fast-math in either).
-NATIVE_CFLAGS := -std=c11 -O2 -march=native -fvect-cost-model=dynamic -fno-math-errno \
-                 -ffp-contract=off -fno-trapping-math
+NATIVE_CFLAGS := -std=c11 -O2 -march=native -fvect-cost-model=dynamic $(FP_FLAGS)
 LDFLAGS := $(OPT) -fopenmp
 LIBS := -lopenblas -ljansson -lz -lm
 

@@ -271,11 +271,12 @@ char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_
 /* Runs the compiler: argv from KILN_CC and KILN_NATIVE_CFLAGS, stderr to
  * err_path. The exit status, or -1 when it could not be started. */
 static int run_cc(const char *cc, const char *c_path, const char *so_path, const char *err_path) {
-  char flags[] = KILN_NATIVE_CFLAGS;
+  char flags[] = KILN_NATIVE_CFLAGS, *save = NULL;
   char *argv[64];
   int argc = 0;
   argv[argc++] = (char *)cc;
-  for (char *tok = strtok(flags, " "); tok && argc < 54; tok = strtok(NULL, " ")) argv[argc++] = tok;
+  for (char *tok = strtok_r(flags, " ", &save); tok && argc < 54; tok = strtok_r(NULL, " ", &save))
+    argv[argc++] = tok;
   argv[argc++] = "-shared";
   argv[argc++] = "-fPIC";
   argv[argc++] = "-o";
@@ -356,11 +357,15 @@ static char *slurp(const char *path, size_t *len) {
   if (!f) return NULL;
   char *buf = NULL;
   size_t n = 0, cap = 0;
+  bool oom = false;
   for (;;) {
     if (n + 4096 + 1 > cap) {
       cap = cap ? cap * 2 : 16384;
       char *q = core_alloc(cap);
-      if (!q) break;
+      if (!q) {
+        oom = true; /* never a partial file taken for the whole */
+        break;
+      }
       if (buf) memcpy(q, buf, n);
       core_free(buf);
       buf = q;
@@ -369,7 +374,7 @@ static char *slurp(const char *path, size_t *len) {
     n += r;
     if (r == 0) break;
   }
-  bool ok = buf && !ferror(f);
+  bool ok = buf && !oom && !ferror(f);
   fclose(f);
   if (!ok) {
     core_free(buf);

@@ -108,13 +108,14 @@ static int minmax(const exec_instr *x, exec_value *in, exec_value *out, bool is_
     return 0;
   }
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  bool pick0 = is_max ? num(&in[0]) >= num(&in[1]) : num(&in[0]) <= num(&in[1]);
-  bool any_float = in[0].tag == EXEC_V_FLOAT || in[1].tag == EXEC_V_FLOAT;
-  if (!any_float) { /* exactly, not through a double (2^63 would not fit) */
-    int64_t a = in[0].tag == EXEC_V_BOOL ? in[0].b : in[0].i, b = in[1].tag == EXEC_V_BOOL ? in[1].b : in[1].i;
+  if (in[0].tag != EXEC_V_FLOAT && in[1].tag != EXEC_V_FLOAT) {
+    /* ints exactly, not through a double (2^63 - 1 would round out of range) */
+    int64_t a = in[0].tag == EXEC_V_BOOL ? in[0].b : in[0].i;
+    int64_t b = in[1].tag == EXEC_V_BOOL ? in[1].b : in[1].i;
     out[0] = vi(is_max ? (a >= b ? a : b) : (a <= b ? a : b));
     return 0;
   }
+  bool pick0 = is_max ? num(&in[0]) >= num(&in[1]) : num(&in[0]) <= num(&in[1]);
   out[0] = vf(pick0 ? num(&in[0]) : num(&in[1]));
   return 0;
 }
