@@ -57,6 +57,16 @@ void core_thread_arm(void);
 int core_thread_on_exit(void (*fn)(void));
 long core_threads_released(void);
 
+/* A growing text buffer (strbuf.c): start zeroed; appends that run out of
+ * memory set oom and stop; p (NUL-terminated once anything was appended)
+ * is the caller's to core_free. */
+typedef struct core_strbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+} core_strbuf;
+void core_strbuf_printf(core_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* ---- errors ---------------------------------------------------------- */
 /* Sets the thread's error message (printf-style) and returns status. */
 int core_error(int status, const char *fmt, ...)

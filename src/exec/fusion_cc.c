@@ -72,46 +72,14 @@ int fusion_cc_set_mode(int m) {
 
 /* ---- source -------------------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (w < 0) {
-      b->oom = true;
-      return;
-    }
-    if (b->p && b->n + (size_t)w < b->cap) {
-      b->n += (size_t)w;
-      return;
-    }
-    size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)w;
-    char *q = core_alloc(cap);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    if (b->p) memcpy(q, b->p, b->n);
-    core_free(b->p);
-    b->p = q;
-    b->cap = cap;
-    if (!b->n) b->p[0] = 0;
-  }
-}
+/* the many appends below */
+#define put core_strbuf_printf
 
 /* Operand a of step s, converted to the step's type: a step's value, a
  * scalar read before the loop, or the array of the first external operand
  * reading the same group input (one load per element however often an
  * input is used). */
-static void put_operand(sbuf *b, const fusion_cc_step *steps, int s, int a, int k,
+static void put_operand(core_strbuf *b, const fusion_cc_step *steps, int s, int a, int k,
                         const int *first_k, const char *idx) {
   const fusion_cc_step *st = &steps[s];
   put(b, "(%s)", st->src->type);
@@ -124,7 +92,7 @@ static void put_operand(sbuf *b, const fusion_cc_step *steps, int s, int a, int 
 }
 
 /* The loop body: every step's value at index idx, in locals v0, v1, ... */
-static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const int *first_k,
+static void put_body(core_strbuf *b, const fusion_cc_step *steps, int n_steps, const int *first_k,
                      const char *idx) {
   static const char *const names[4][3] = {{0}, {"a"}, {"a", "b"}, {"c", "a", "b"}};
   int ext = 0;
@@ -147,8 +115,8 @@ static void put_body(sbuf *b, const fusion_cc_step *steps, int n_steps, const in
  * with such locals needed run-time alias checks beyond its limit and
  * stayed scalar (slower than the tiles); as parameters it vectorizes.
  * Scalars and attributes become locals, kept in registers. */
-static void put_loop_head(sbuf *b, const char *name, const fusion_cc_step *steps, int n_steps,
-                          const int *out_steps, int n_out, const int *first_k) {
+static void put_loop_head(core_strbuf *b, const char *name, const fusion_cc_step *steps,
+                          int n_steps, const int *out_steps, int n_out, const int *first_k) {
   put(b, "__attribute__((noinline)) static void %s(int64_t n, const op_attrs *restrict A", name);
   int k = 0;
   for (int s = 0; s < n_steps; s++)
@@ -168,8 +136,8 @@ static void put_loop_head(sbuf *b, const char *name, const fusion_cc_step *steps
 }
 
 /* The exported entry: unpacks the operand and output arrays for the loop. */
-static void put_entry(sbuf *b, const char *name, const char *loop, const fusion_cc_step *steps,
-                      int n_steps, int n_out, const int *first_k) {
+static void put_entry(core_strbuf *b, const char *name, const char *loop,
+                      const fusion_cc_step *steps, int n_steps, int n_out, const int *first_k) {
   put(b, "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
          "  %s(n, A", name, loop);
   int k = 0;
@@ -187,7 +155,7 @@ static void put_entry(sbuf *b, const char *name, const char *loop, const fusion_
 }
 
 char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
-  sbuf b = {0};
+  core_strbuf b = {0};
   put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
           "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
           "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
@@ -228,14 +196,16 @@ char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_
   if (nt) {
     /* the builtins behind _mm512_stream_ps/pd: immintrin.h is 60,000
      * lines, most of a kernel's compile time */
-    put(&b, "#if defined(__AVX512F__) && defined(__has_builtin)\n"
-            "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
-            "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
-            "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
+    put(&b,
+        "#if defined(__AVX512F__) && defined(__has_builtin)\n"
+        "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
+        "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
+        "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
     put_loop_head(&b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k);
     put(&b, "  for (; i + 16 <= n; i += 16) {\n");
     for (int o = 0; o < n_out; o++)
-      put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", steps[out_steps[o]].src->out_type, o);
+      put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", steps[out_steps[o]].src->out_type,
+          o);
     /* a constant trip count: the block is one vector iteration, and r
      * stays in a register (with j from i to i + 16, gcc 12 kept a guard and
      * went through the stack, a second store per vector) */
@@ -472,7 +442,8 @@ fusion_cc_kernel *fusion_cc_compile(const char *source) {
     char msg[400];
     read_err(err_path, msg, sizeof msg);
     if (rc < 0) cc_missing = 1;
-    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s", rc < 0 ? "the C compiler did not run" : msg);
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s",
+               rc < 0 ? "the C compiler did not run" : msg);
     goto out;
   }
   k = load(so_path);

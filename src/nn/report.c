@@ -69,40 +69,10 @@ int nn_log_epoch(nn_log *log, double test_loss, double test_acc) {
   return 0;
 }
 
-/* ---- a growing text buffer -------------------------------------------------- */
+/* ---- a growing text buffer (core_strbuf) ------------------------------------ */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-      b->oom = true;
-      return;
-    }
-    if (b->p && b->n + (size_t)k < b->cap) {
-      b->n += (size_t)k;
-      return;
-    }
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap <= b->n + (size_t)k) cap *= 2;
-    char *q = core_realloc(b->p, cap);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-}
+typedef core_strbuf sbuf;
+#define sb_printf core_strbuf_printf
 
 static int write_sbuf(nn_writer *w, void *ud) {
   sbuf *b = ud;
