@@ -421,17 +421,26 @@ fusion_cc_kernel *fusion_cc_compile(const char *source) {
     core_error(KILN_ERR_UNSUPPORTED, "native fusion: no C compiler runs");
     return NULL;
   }
+  /* Built beside its kept file when there is a kernel directory (renamed
+   * into place, and loaded from there: a /tmp mounted noexec cannot load
+   * it), else in a private temporary directory. */
   const char *tmp = getenv("TMPDIR");
-  char dir[512], c_path[600], so_path[600], err_path[600];
-  snprintf(dir, sizeof dir, "%s/kiln-fuse-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-  if (!mkdtemp(dir)) {
-    core_error(KILN_ERR_IO, "native fusion: cannot make a directory in %s: %s",
-               tmp && *tmp ? tmp : "/tmp", strerror(errno));
-    return NULL;
+  char dir[512] = "", c_path[700], so_path[700], err_path[700];
+  if (cached_so[0]) {
+    snprintf(c_path, sizeof c_path, "%s.tmp-%ld.c", cached_so, (long)getpid());
+    snprintf(so_path, sizeof so_path, "%s.tmp-%ld", cached_so, (long)getpid());
+    snprintf(err_path, sizeof err_path, "%s.tmp-%ld.err", cached_so, (long)getpid());
+  } else {
+    snprintf(dir, sizeof dir, "%s/kiln-fuse-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(dir)) {
+      core_error(KILN_ERR_IO, "native fusion: cannot make a directory in %s: %s",
+                 tmp && *tmp ? tmp : "/tmp", strerror(errno));
+      return NULL;
+    }
+    snprintf(c_path, sizeof c_path, "%s/kernel.c", dir);
+    snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
+    snprintf(err_path, sizeof err_path, "%s/cc.err", dir);
   }
-  snprintf(c_path, sizeof c_path, "%s/kernel.c", dir);
-  snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
-  snprintf(err_path, sizeof err_path, "%s/cc.err", dir);
   fusion_cc_kernel *k = NULL;
   if (!put_file(c_path, source, strlen(source))) {
     core_error(KILN_ERR_IO, "native fusion: cannot write %s", c_path);
@@ -446,18 +455,19 @@ fusion_cc_kernel *fusion_cc_compile(const char *source) {
                rc < 0 ? "the C compiler did not run" : msg);
     goto out;
   }
-  k = load(so_path);
-  if (k && cached_so[0]) { /* keep it (Note [Kernel files]); failing that, nothing is lost */
-    size_t n = 0;
-    char *lib = slurp(so_path, &n);
-    if (lib && put_file(cached_so, lib, n)) put_file(cached_c, source, strlen(source));
-    core_free(lib);
+  /* kept (Note [Kernel files]): the library renamed into place, then its
+   * source beside it, which is what makes a later process trust it */
+  if (cached_so[0] && rename(so_path, cached_so) == 0) {
+    k = load(cached_so);
+    if (k) put_file(cached_c, source, strlen(source));
+  } else {
+    k = load(so_path);
   }
 out:
   unlink(c_path);
   unlink(so_path);
   unlink(err_path);
-  rmdir(dir);
+  if (dir[0]) rmdir(dir);
   return k;
 }
 
