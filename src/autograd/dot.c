@@ -12,41 +12,10 @@
 
 /* ---- a growing string ---------------------------------------------------------- */
 
-typedef struct sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->n + n + 1) cap *= 2;
-    char *p = core_realloc(b->p, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->p = p;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
+typedef core_strbuf sbuf;
+#define sb_put core_strbuf_append
+#define sb_printf core_strbuf_printf
 static void sb_str(sbuf *b, const char *s) { sb_put(b, s, strlen(s)); }
-
-__attribute__((format(printf, 2, 3))) static void sb_printf(sbuf *b, const char *fmt, ...) {
-  char tmp[512];
-  va_list ap;
-  va_start(ap, fmt);
-  int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (k < 0) return;
-  sb_put(b, tmp, (size_t)k < sizeof tmp ? (size_t)k : sizeof tmp - 1);
-}
 
 /* Length of the valid UTF-8 sequence at s (1..4), or 0 if invalid. */
 static int utf8_len(const unsigned char *s) {

@@ -66,6 +66,8 @@ typedef struct core_strbuf {
   bool oom;
 } core_strbuf;
 void core_strbuf_printf(core_strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends len bytes of s. */
+void core_strbuf_append(core_strbuf *b, const char *s, size_t len);
 
 /* ---- errors ---------------------------------------------------------- */
 /* Sets the thread's error message (printf-style) and returns status. */

@@ -115,19 +115,32 @@ static void put_body(core_strbuf *b, const fusion_cc_step *steps, int n_steps, c
  * with such locals needed run-time alias checks beyond its limit and
  * stayed scalar (slower than the tiles); as parameters it vectorizes.
  * Scalars and attributes become locals, kept in registers. */
-static void put_loop_head(core_strbuf *b, const char *name, const fusion_cc_step *steps,
-                          int n_steps, const int *out_steps, int n_out, const int *first_k) {
-  put(b, "__attribute__((noinline)) static void %s(int64_t n, const op_attrs *restrict A", name);
+
+/* The loop's external operands, as its parameters (decl) or as the
+ * entry's arguments to it: scalars by value, each input's array once. */
+static void put_operand_list(core_strbuf *b, const fusion_cc_step *steps, int n_steps,
+                             const int *first_k, bool decl) {
   int k = 0;
   for (int s = 0; s < n_steps; s++)
     for (int a = 0; a < steps[s].src->arity; a++) {
       if (steps[s].args[a] >= 0) continue;
-      if (steps[s].scalar[a])
-        put(b, ",\n    const %s s%d", steps[s].src->type, k);
-      else if (first_k[k] == k)
+      const char *T = steps[s].src->type;
+      if (steps[s].scalar[a] && decl)
+        put(b, ",\n    const %s s%d", T, k);
+      else if (steps[s].scalar[a])
+        put(b, ", ((const %s *)opnd[%d])[0]", T, k);
+      else if (first_k[k] == k && decl)
         put(b, ",\n    const %s *restrict x%d", steps[s].atype[a], k);
+      else if (first_k[k] == k)
+        put(b, ", opnd[%d]", k);
       k++;
     }
+}
+
+static void put_loop_head(core_strbuf *b, const char *name, const fusion_cc_step *steps,
+                          int n_steps, const int *out_steps, int n_out, const int *first_k) {
+  put(b, "__attribute__((noinline)) static void %s(int64_t n, const op_attrs *restrict A", name);
+  put_operand_list(b, steps, n_steps, first_k, true);
   for (int o = 0; o < n_out; o++)
     put(b, ",\n    %s *restrict y%d", steps[out_steps[o]].src->out_type, o);
   put(b, ") {\n");
@@ -140,16 +153,7 @@ static void put_entry(core_strbuf *b, const char *name, const char *loop,
                       const fusion_cc_step *steps, int n_steps, int n_out, const int *first_k) {
   put(b, "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
          "  %s(n, A", name, loop);
-  int k = 0;
-  for (int s = 0; s < n_steps; s++)
-    for (int a = 0; a < steps[s].src->arity; a++) {
-      if (steps[s].args[a] >= 0) continue;
-      if (steps[s].scalar[a])
-        put(b, ", ((const %s *)opnd[%d])[0]", steps[s].src->type, k);
-      else if (first_k[k] == k)
-        put(b, ", opnd[%d]", k);
-      k++;
-    }
+  put_operand_list(b, steps, n_steps, first_k, false);
   for (int o = 0; o < n_out; o++) put(b, ", outs[%d]", o);
   put(b, ");\n}\n");
 }

@@ -3,6 +3,8 @@
 #ifndef KILN_IR_IMPL_H
 #define KILN_IR_IMPL_H
 
+#include <string.h>
+
 #include "ir.h"
 
 typedef struct ir_chunk ir_chunk;
@@ -45,14 +47,10 @@ int ir_graph_adopt(ir_graph *g, ir_graph *sub);
 void ir_fmt_double(char *buf, size_t n, double d);
 
 /* ---- growable text buffer (printer, messages) --------------------------- */
-typedef struct ir_buf {
-  char *s;
-  size_t len, cap;
-  bool oom;
-} ir_buf;
-void ir_buf_put(ir_buf *b, const char *s, size_t n);
-void ir_buf_puts(ir_buf *b, const char *s);
-void ir_buf_printf(ir_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+typedef core_strbuf ir_buf; /* text in p, n bytes */
+#define ir_buf_put core_strbuf_append
+#define ir_buf_printf core_strbuf_printf
+static inline void ir_buf_puts(ir_buf *b, const char *s) { core_strbuf_append(b, s, strlen(s)); }
 void ir_buf_type(ir_buf *b, const ir_type *t);
 void ir_buf_quoted(ir_buf *b, const char *s);
 

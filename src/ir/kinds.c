@@ -82,8 +82,8 @@ static void put_sig(ir_buf *b, const char *sig) {
 
 /* Sets the error from a buffer (KILN_ERR_INVALID); frees the buffer. */
 static int buf_error(ir_buf *b) {
-  int rc = core_error(KILN_ERR_INVALID, "%s", b->s ? b->s : "out of memory");
-  core_free(b->s);
+  int rc = core_error(KILN_ERR_INVALID, "%s", b->p ? b->p : "out of memory");
+  core_free(b->p);
   return rc;
 }
 
@@ -574,7 +574,7 @@ int ir_kind_resolve(const char *name, ir_value *const *inputs, int n_inputs, int
   } else {
     ir_buf_printf(&b, "unknown node kind %s", name);
   }
-  int rc = core_error(KILN_ERR_FORMAT, "%s", b.s ? b.s : "out of memory");
-  core_free(b.s);
+  int rc = core_error(KILN_ERR_FORMAT, "%s", b.p ? b.p : "out of memory");
+  core_free(b.p);
   return rc;
 }

@@ -8,51 +8,6 @@
 
 #include "irimpl.h"
 
-/* ---- text buffer --------------------------------------------------------------- */
-
-void ir_buf_put(ir_buf *b, const char *s, size_t n) {
-  if (b->oom) return;
-  if (b->len + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = core_realloc(b->s, cap);
-    if (!p) {
-      b->oom = true;
-      return;
-    }
-    b->s = p;
-    b->cap = cap;
-  }
-  memcpy(b->s + b->len, s, n);
-  b->len += n;
-  b->s[b->len] = 0;
-}
-
-void ir_buf_puts(ir_buf *b, const char *s) { ir_buf_put(b, s, strlen(s)); }
-
-void ir_buf_printf(ir_buf *b, const char *fmt, ...) {
-  char tmp[256];
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-  va_end(ap);
-  if (n < 0) return;
-  if ((size_t)n < sizeof tmp) {
-    ir_buf_put(b, tmp, (size_t)n);
-    return;
-  }
-  char *big = core_alloc((size_t)n + 1);
-  if (!big) {
-    b->oom = true;
-    return;
-  }
-  va_start(ap, fmt);
-  vsnprintf(big, (size_t)n + 1, fmt, ap);
-  va_end(ap);
-  ir_buf_put(b, big, (size_t)n);
-  core_free(big);
-}
-
 /* c10's IValue::repr of a double: integral values below 1e10 as "3." (and
  * "-0."), everything else with 17 significant digits ("%.17g", which reads
  * back exactly). */
@@ -338,13 +293,13 @@ static void print_graph(ir_buf *b, const ir_graph *g, unsigned flags) {
 }
 
 static char *finish(ir_buf *b) {
-  if (b->oom || !b->s) {
-    core_free(b->s);
+  if (b->oom || !b->p) {
+    core_free(b->p);
     if (!b->oom) return core_strdup("");
     core_error(KILN_ERR_NOMEM, "ir_graph_print: out of memory");
     return NULL;
   }
-  return b->s;
+  return b->p;
 }
 
 char *ir_graph_print(const ir_graph *g, unsigned flags) {

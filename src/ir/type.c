@@ -154,10 +154,10 @@ char *ir_type_text(const ir_type *t, char *buf, size_t n) {
   ir_buf b = {0};
   ir_buf_type(&b, t);
   if (n) {
-    size_t k = b.s ? (b.len < n - 1 ? b.len : n - 1) : 0;
-    if (k) memcpy(buf, b.s, k);
+    size_t k = b.p ? (b.n < n - 1 ? b.n : n - 1) : 0;
+    if (k) memcpy(buf, b.p, k);
     buf[k] = 0;
   }
-  core_free(b.s);
+  core_free(b.p);
   return buf;
 }

@@ -11,34 +11,9 @@
 
 #include "lazy.h"
 
-typedef struct sbuf {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} sbuf;
-
-static void put(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    if (b->oom) return;
-    va_start(ap, fmt);
-    int k = vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
-    va_end(ap);
-    if (k >= 0 && (size_t)k < b->cap - b->n) {
-      b->n += (size_t)k;
-      return;
-    }
-    size_t cap = b->cap * 2 + (size_t)k + 64;
-    char *s = core_realloc(b->s, cap);
-    if (!s) {
-      b->oom = true;
-      return;
-    }
-    b->s = s;
-    b->cap = cap;
-  }
-}
+/* text accumulates in a core_strbuf */
+typedef core_strbuf sbuf;
+#define put core_strbuf_printf
 
 static void put_meta(sbuf *b, const op_meta *m) {
   put(b, "%s[", kiln_dtype_name(m->dtype));
@@ -108,9 +83,9 @@ char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n) {
   put(&b, "}\n");
   core_free(order);
   if (b.oom) {
-    core_free(b.s);
+    core_free(b.p);
     core_error(KILN_ERR_NOMEM, "lazy_tensors_text: out of memory");
     return NULL;
   }
-  return b.s;
+  return b.p;
 }
