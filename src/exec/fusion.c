@@ -645,13 +645,25 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
       if (native) {
         /* Note [Native kernels]: operands as the tiles would see them,
          * outputs straight to memory unless streamed from a tile */
-        const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS];
+        const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS], *arr[FUSION_MAX_IO] = {0};
         void *op_out[FUSION_MAX_IO];
+        /* a dimensioned input is an array of its own dtype to the kernel,
+         * also when it has one element (the tiles spread those in each
+         * step's compute dtype instead) */
+        for (int i = 0; i < f->n_in; i++)
+          if (in[i].tag == EXEC_V_TENSOR && kn->tier[i] == 2) {
+            arr[i] = inptr[i];
+            if (!arr[i]) {
+              op_ew_gather(&ops[i], ndim, shape, i0, n, inbuf + slot * (size_t)i, ops[i].dtype);
+              arr[i] = inbuf + slot * (size_t)i;
+            }
+          }
         int k = 0;
         for (int s = 0; s < n_steps; s++)
           for (int a = 0; a < op_table[f->steps[s].op].n_operands; a++) {
             const fsrc *src = &f->steps[s].args[a];
-            if (src->kind != SRC_STEP) np[k++] = pre[s][a] ? pre[s][a] : inptr[src->index];
+            if (src->kind == SRC_STEP) continue;
+            np[k++] = src->kind == SRC_INPUT && kn->tier[src->index] == 2 ? arr[src->index] : pre[s][a];
           }
         bool aligned = true;
         for (int o = 0; o < f->n_out; o++) {

@@ -788,3 +788,38 @@ TEST(fusion_native_kernel_files) {
   free(saved_path);
   free(saved_dir);
 }
+
+/* A dimensioned one-element input of another dtype (an int64 [1] times a
+ * float32 vector): the tile executor spreads it in the step's compute
+ * dtype, while a native kernel reads it as an array of its own dtype. */
+TEST(fusion_native_one_element_input_of_another_dtype) {
+  kiln_scope_begin();
+  static const char *text = "graph(%x : Tensor, %c : Tensor):\n"
+                            "  %y : Tensor = aten::mul(%x, %c)\n"
+                            "  %z : Tensor = aten::mul(%y, %x)\n"
+                            "  return (%z)\n";
+  ir_graph *g = ir_graph_parse(text, strlen(text));
+  fused_group *f = g ? fused_group_new(g) : NULL;
+  CHECK(f != NULL);
+  int64_t n = 1000, one = 1, three = 3;
+  kiln_generator *gen = kiln_generator_new(24);
+  kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, gen);
+  kiln_tensor *c = kiln_from_data(&three, 1, &one, KILN_DTYPE_I64);
+  for (int mode = 0; mode <= 2; mode += 2) {
+    int prev = fusion_cc_set_mode(mode);
+    exec_value in[2] = {TV(x), TV(c)}, out[1] = {{0}};
+    CHECK(f && fused_group_run(f, in, out) == 0);
+    fusion_cc_set_mode(prev);
+    if (out[0].tag == EXEC_V_TENSOR) {
+      const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(out[0].t);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) bad += py[i] != (px[i] * 3.0f) * px[i];
+      CHECK_MSG(bad == 0, "mode %d: %lld elements differ", mode, (long long)bad);
+    }
+    exec_value_clear(&out[0]);
+  }
+  fused_group_free(f);
+  ir_graph_free(g);
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
