@@ -823,3 +823,82 @@ TEST(fusion_native_one_element_input_of_another_dtype) {
   kiln_generator_free(gen);
   kiln_scope_end();
 }
+
+/* Random chains (ops with tile text and no attributes, inputs of every
+ * dtype and of shapes [n], [1], [] and a broadcast [m, 1] against [n]):
+ * a native kernel gives exactly the tile executor's values, or both fail
+ * alike. A property test for what the per-op samples do not reach
+ * (another dtype's one-element input was such a case). */
+TEST(fusion_native_random_chains_match_tiles) {
+  int ops[KILN_OP_COUNT], n_ops = 0;
+  for (int op = 0; op < KILN_OP_COUNT; op++)
+    if ((op_table[op].flags & OPF_FUSIBLE) && op_table[op].n_args == op_table[op].n_operands &&
+        op_table[op].tile_srcs && op_table[op].tile_srcs[KILN_DTYPE_F32])
+      ops[n_ops++] = op;
+  CHECK(n_ops >= 20);
+  uint64_t r = 0x9e3779b97f4a7c15ull;
+#define RND(k) ((int)((r = r * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (k))
+  kiln_generator *gen = kiln_generator_new(25);
+  int compared = 0, native_runs = 0;
+  for (int trial = 0; trial < 100; trial++) {
+    kiln_scope_begin();
+    /* inputs */
+    int n_in = 2 + RND(2);
+    exec_value in[3];
+    for (int i = 0; i < n_in; i++) {
+      static const int64_t shapes[4][2] = {{6, 7}, {1, 0}, {0, 0}, {6, 1}};
+      int sh = RND(4);
+      int nd = sh == 0 || sh == 3 ? 2 : sh == 1 ? 1 : 0;
+      kiln_tensor *t = kiln_mul_scalar(kiln_randn(nd, shapes[sh], KILN_DTYPE_F64, gen), 3.0);
+      int dt = RND(4);
+      if (dt == KILN_DTYPE_BOOL) t = kiln_gt(t, kiln_scalar(0.0, KILN_DTYPE_F64));
+      else t = kiln_to_dtype(t, (kiln_dtype)dt);
+      in[i] = TV(t);
+    }
+    /* a chain: each step reads inputs or earlier steps */
+    char text[2048];
+    int len = 0, n_steps = 2 + RND(4);
+    len += snprintf(text + len, sizeof text - (size_t)len, "graph(");
+    for (int i = 0; i < n_in; i++)
+      len += snprintf(text + len, sizeof text - (size_t)len, "%s%%i%d : Tensor", i ? ", " : "", i);
+    len += snprintf(text + len, sizeof text - (size_t)len, "):\n");
+    for (int s = 0; s < n_steps; s++) {
+      int op = ops[RND(n_ops)];
+      len += snprintf(text + len, sizeof text - (size_t)len, "  %%s%d : Tensor = %s(", s, op_table[op].name);
+      for (int a = 0; a < op_table[op].n_operands; a++) {
+        int pick = RND(n_in + s);
+        len += snprintf(text + len, sizeof text - (size_t)len, "%s%%%c%d", a ? ", " : "",
+                        pick < n_in ? 'i' : 's', pick < n_in ? pick : pick - n_in);
+      }
+      len += snprintf(text + len, sizeof text - (size_t)len, ")\n");
+    }
+    snprintf(text + len, sizeof text - (size_t)len, "  return (%%s%d)\n", n_steps - 1);
+    ir_graph *g = ir_graph_parse(text, strlen(text));
+    fused_group *f = g ? fused_group_new(g) : NULL;
+    CHECK_MSG(f != NULL, "%s: %s", text, kiln_last_error());
+    exec_value out[2][1] = {{{0}}, {{0}}};
+    int rc[2];
+    int64_t native0 = kiln_fused_kernels_native();
+    for (int m = 0; m < 2; m++) {
+      int prev = fusion_cc_set_mode(m ? 2 : 0);
+      rc[m] = f ? fused_group_run(f, in, out[m]) : -1;
+      fusion_cc_set_mode(prev);
+      kiln_clear_error();
+    }
+    native_runs += kiln_fused_kernels_native() > native0;
+    CHECK_MSG((rc[0] == 0) == (rc[1] == 0), "%s: tiles %d, native %d", text, rc[0], rc[1]);
+    if (rc[0] == 0 && rc[1] == 0 && out[0][0].tag == EXEC_V_TENSOR && out[1][0].tag == EXEC_V_TENSOR) {
+      compare_bitwise(text, out[1][0].t, out[0][0].t);
+      compared++;
+    }
+    exec_value_clear(&out[0][0]);
+    exec_value_clear(&out[1][0]);
+    fused_group_free(f);
+    ir_graph_free(g);
+    kiln_scope_end();
+  }
+#undef RND
+  kiln_generator_free(gen);
+  CHECK_MSG(compared >= 50 && native_runs >= 25, "%d chains compared, %d native", compared, native_runs);
+  test_note("%d random chains compared, %d with a new native kernel", compared, native_runs);
+}
