@@ -258,9 +258,9 @@ static void native_eligibility(const fused_group *f, fkernel *kn) {
      * kernel's source lacks (promotion never makes one: float wins) */
     for (int a = 0; a < op->n_operands && ks->compute == KILN_DTYPE_I64; a++) {
       const fsrc *fs = &f->steps[s].args[a];
-      int from = fs->kind == SRC_STEP ? (int)kn->steps[fs->index].out
-                 : fs->kind == SRC_INPUT && kn->tier[fs->index] == 2 ? kn->sig[fs->index]
-                                                                     : -1;
+      int from = -1;
+      if (fs->kind == SRC_STEP) from = (int)kn->steps[fs->index].out;
+      if (fs->kind == SRC_INPUT && kn->tier[fs->index] == 2) from = kn->sig[fs->index];
       if (from == KILN_DTYPE_F32 || from == KILN_DTYPE_F64) return;
     }
   }
@@ -280,7 +280,8 @@ static void native_compile(const fused_group *f, fkernel *kn) {
       cs[s].in[a] = src->kind == SRC_INPUT ? src->index : -1;
       /* pre-filled in the compute dtype (Note [Scalar tiles]) for every
        * shape this kernel meets; other inputs arrive in their own dtype */
-      cs[s].scalar[a] = src->kind == SRC_CONST || (src->kind == SRC_INPUT && kn->tier[src->index] < 2);
+      cs[s].scalar[a] =
+          src->kind == SRC_CONST || (src->kind == SRC_INPUT && kn->tier[src->index] < 2);
       cs[s].atype[a] = src->kind == SRC_INPUT ? c_type[kn->sig[src->index]] : cs[s].src->type;
     }
   }
@@ -559,7 +560,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
    * 43-68 GB/s.) */
   if (native && omp_get_max_threads() > 1 && numel >= OP_PARALLEL_MIN) {
     int64_t out_bytes = 0;
-    for (int o = 0; o < f->n_out; o++) out_bytes += numel * (int64_t)kiln_dtype_size(ksteps[f->out_step[o]].out);
+    for (int o = 0; o < f->n_out; o++)
+      out_bytes += numel * (int64_t)kiln_dtype_size(ksteps[f->out_step[o]].out);
     stream = out_bytes >= fusion_llc_bytes();
   }
   int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
@@ -663,7 +665,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
           for (int a = 0; a < op_table[f->steps[s].op].n_operands; a++) {
             const fsrc *src = &f->steps[s].args[a];
             if (src->kind == SRC_STEP) continue;
-            np[k++] = src->kind == SRC_INPUT && kn->tier[src->index] == 2 ? arr[src->index] : pre[s][a];
+            np[k++] =
+                src->kind == SRC_INPUT && kn->tier[src->index] == 2 ? arr[src->index] : pre[s][a];
           }
         bool aligned = true;
         for (int o = 0; o < f->n_out; o++) {
@@ -680,8 +683,8 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
           for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + slot * (size_t)o;
           native(tile_out, np, n, natt);
           for (int o = 0; o < f->n_out; o++)
-            store_tile(op_out[o], tile_out[o], (size_t)n * kiln_dtype_size(ksteps[f->out_step[o]].out),
-                       true);
+            store_tile(op_out[o], tile_out[o],
+                       (size_t)n * kiln_dtype_size(ksteps[f->out_step[o]].out), true);
         }
         continue;
       }

@@ -25,8 +25,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
-#include <stdatomic.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,8 +151,10 @@ static void put_loop_head(core_strbuf *b, const char *name, const fusion_cc_step
 /* The exported entry: unpacks the operand and output arrays for the loop. */
 static void put_entry(core_strbuf *b, const char *name, const char *loop,
                       const fusion_cc_step *steps, int n_steps, int n_out, const int *first_k) {
-  put(b, "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
-         "  %s(n, A", name, loop);
+  put(b,
+      "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
+      "  %s(n, A",
+      name, loop);
   put_operand_list(b, steps, n_steps, first_k, false);
   for (int o = 0; o < n_out; o++) put(b, ", outs[%d]", o);
   put(b, ");\n}\n");
@@ -160,9 +162,10 @@ static void put_entry(core_strbuf *b, const char *name, const char *loop,
 
 char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   core_strbuf b = {0};
-  put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
-          "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
-          "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
+  put(&b,
+      "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
+      "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
+      "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
       OP_MAX_ATTRS, vmath_text);
   /* first_k[k]: the first array operand reading the same input as k */
   int first_k[FUSION_CC_MAX_OPERANDS], in_of[FUSION_CC_MAX_OPERANDS], n_ext = 0;
@@ -219,8 +222,9 @@ char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_
     put(&b, "    }\n");
     for (int o = 0; o < n_out; o++) {
       if (!strcmp(steps[out_steps[o]].src->out_type, "double"))
-        put(&b, "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
-                "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n",
+        put(&b,
+            "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
+            "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n",
             o, o, o, o);
       else
         put(&b, "    __builtin_ia32_movntps512(y%d + i, *(const kiln_v16sf *)r%d);\n", o, o);

@@ -191,7 +191,8 @@ TEST(fusion_native_kernels_match_unfused) {
     n_native += native[op];
   }
   CHECK_MSG(n_native >= 31, "only %d ops have native kernels", n_native);
-  test_note("%d ops ran in native kernels (%lld kernels built)", n_native, (long long)kiln_fused_kernels_native());
+  test_note("%d ops ran in native kernels (%lld kernels built)", n_native,
+            (long long)kiln_fused_kernels_native());
 }
 
 TEST(fusion_comparisons_and_broadcast_chain) {
@@ -600,8 +601,8 @@ TEST(fusion_native_kernel_built_once_after_enough_work) {
   for (int k = 0; k < 4; k++) {
     kiln_tensor *x = kiln_randn(1, &sizes[k], KILN_DTYPE_F32, g);
     kiln_tensor *y = run_arith(f, x, 1);
-    CHECK_MSG(kiln_fused_kernels_native() - native0 == native_after[k], "run %d: %lld native kernels",
-              k, (long long)(kiln_fused_kernels_native() - native0));
+    CHECK_MSG(kiln_fused_kernels_native() - native0 == native_after[k],
+              "run %d: %lld native kernels", k, (long long)(kiln_fused_kernels_native() - native0));
     if (y) {
       const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(y);
       int64_t bad = 0;
@@ -636,7 +637,8 @@ TEST(fusion_native_streaming_kernel_matches_tiles) {
       for (int64_t i = 0; i < n; i++) bad += memcmp(a + i * es, b + i * es, es) != 0;
       if (!dbl)
         for (int64_t i = 0; i < n; i++)
-          wrong += ((const float *)a)[i] != arith_ref(((const float *)kiln_tensor_data(x))[i], 0.4375f);
+          wrong +=
+              ((const float *)a)[i] != arith_ref(((const float *)kiln_tensor_data(x))[i], 0.4375f);
       CHECK_MSG(bad == 0 && wrong == 0, "%s: %lld differ from the tiles, %lld from the reference",
                 dbl ? "float64" : "float32", (long long)bad, (long long)wrong);
     }
@@ -671,8 +673,10 @@ TEST(fusion_native_falls_back_without_compiler) {
     CHECK_EQ_INT(bad, 0);
   }
   kiln_release(y);
-  if (saved) setenv("KILN_CC", saved, 1);
-  else unsetenv("KILN_CC");
+  if (saved)
+    setenv("KILN_CC", saved, 1);
+  else
+    unsetenv("KILN_CC");
   free(saved);
   int prev = fusion_cc_set_mode(2);
   fusion_cc_kernel *k = fusion_cc_compile("this is not C\n");
@@ -726,11 +730,15 @@ TEST(fusion_native_kernel_files) {
   CHECK(mkdtemp(dir) != NULL);
   /* "no compiler": PATH without one (KILN_CC is part of a file's key) */
   const char *old_path = getenv("PATH"), *old_dir = getenv("KILN_CACHE_DIR");
-  char *saved_path = old_path ? strdup(old_path) : NULL, *saved_dir = old_dir ? strdup(old_dir) : NULL;
+  char *saved_path = old_path ? strdup(old_path) : NULL,
+       *saved_dir = old_dir ? strdup(old_dir) : NULL;
   unsetenv("KILN_CC");
   setenv("KILN_CACHE_DIR", dir, 1);
   int prev = fusion_cc_set_mode(2);
-  fusion_cc_step st = {op_table[KILN_OP_MUL].tile_srcs[KILN_DTYPE_F32], {-1, -1, -1}, {0, 1, -1}, {0},
+  fusion_cc_step st = {op_table[KILN_OP_MUL].tile_srcs[KILN_DTYPE_F32],
+                       {-1, -1, -1},
+                       {0, 1, -1},
+                       {0},
                        {"float", "float", NULL}};
   int out_step = 0;
   char *src = fusion_cc_source(&st, 1, &out_step, 1);
@@ -776,8 +784,10 @@ TEST(fusion_native_kernel_files) {
   CHECK(fusion_cc_compile(src) == NULL);
   CHECK(fusion_cc_files_loaded() == loaded1);
   setenv("PATH", saved_path ? saved_path : "/usr/bin:/bin", 1);
-  if (saved_dir) setenv("KILN_CACHE_DIR", saved_dir, 1);
-  else unsetenv("KILN_CACHE_DIR");
+  if (saved_dir)
+    setenv("KILN_CACHE_DIR", saved_dir, 1);
+  else
+    unsetenv("KILN_CACHE_DIR");
   fusion_cc_set_mode(prev);
   kiln_clear_error();
   fusion_cc_free(k3);
@@ -851,8 +861,10 @@ TEST(fusion_native_random_chains_match_tiles) {
       int nd = sh == 0 || sh == 3 ? 2 : sh == 1 ? 1 : 0;
       kiln_tensor *t = kiln_mul_scalar(kiln_randn(nd, shapes[sh], KILN_DTYPE_F64, gen), 3.0);
       int dt = RND(4);
-      if (dt == KILN_DTYPE_BOOL) t = kiln_gt(t, kiln_scalar(0.0, KILN_DTYPE_F64));
-      else t = kiln_to_dtype(t, (kiln_dtype)dt);
+      if (dt == KILN_DTYPE_BOOL)
+        t = kiln_gt(t, kiln_scalar(0.0, KILN_DTYPE_F64));
+      else
+        t = kiln_to_dtype(t, (kiln_dtype)dt);
       in[i] = TV(t);
     }
     /* a chain: each step reads inputs or earlier steps */
@@ -864,7 +876,8 @@ TEST(fusion_native_random_chains_match_tiles) {
     len += snprintf(text + len, sizeof text - (size_t)len, "):\n");
     for (int s = 0; s < n_steps; s++) {
       int op = ops[RND(n_ops)];
-      len += snprintf(text + len, sizeof text - (size_t)len, "  %%s%d : Tensor = %s(", s, op_table[op].name);
+      len += snprintf(text + len, sizeof text - (size_t)len, "  %%s%d : Tensor = %s(", s,
+                      op_table[op].name);
       for (int a = 0; a < op_table[op].n_operands; a++) {
         int pick = RND(n_in + s);
         len += snprintf(text + len, sizeof text - (size_t)len, "%s%%%c%d", a ? ", " : "",
@@ -887,7 +900,8 @@ TEST(fusion_native_random_chains_match_tiles) {
     }
     native_runs += kiln_fused_kernels_native() > native0;
     CHECK_MSG((rc[0] == 0) == (rc[1] == 0), "%s: tiles %d, native %d", text, rc[0], rc[1]);
-    if (rc[0] == 0 && rc[1] == 0 && out[0][0].tag == EXEC_V_TENSOR && out[1][0].tag == EXEC_V_TENSOR) {
+    if (rc[0] == 0 && rc[1] == 0 && out[0][0].tag == EXEC_V_TENSOR &&
+        out[1][0].tag == EXEC_V_TENSOR) {
       compare_bitwise(text, out[1][0].t, out[0][0].t);
       compared++;
     }
@@ -899,6 +913,7 @@ TEST(fusion_native_random_chains_match_tiles) {
   }
 #undef RND
   kiln_generator_free(gen);
-  CHECK_MSG(compared >= 50 && native_runs >= 25, "%d chains compared, %d native", compared, native_runs);
+  CHECK_MSG(compared >= 50 && native_runs >= 25, "%d chains compared, %d native", compared,
+            native_runs);
   test_note("%d random chains compared, %d with a new native kernel", compared, native_runs);
 }

@@ -251,7 +251,8 @@ TEST(interp_int_edges) {
                            "  %c : int = aten::floor(%x)\n"
                            "  %i : int = aten::Int(%x)\n"
                            "  return (%m, %n, %c, %i)\n");
-  kiln_value in[3] = {{.kind = KILN_VALUE_INT, .i = INT64_MAX}, {.kind = KILN_VALUE_INT, .i = INT64_MAX - 1},
+  kiln_value in[3] = {{.kind = KILN_VALUE_INT, .i = INT64_MAX},
+                      {.kind = KILN_VALUE_INT, .i = INT64_MAX - 1},
                       {.kind = KILN_VALUE_FLOAT, .f = -2.5}};
   kiln_value out[4];
   int k = f ? kiln_function_call(f, in, 3, out, 4) : -1;
