@@ -160,10 +160,36 @@ static void put_entry(core_strbuf *b, const char *name, const char *loop,
   put(b, ");\n}\n");
 }
 
+static uint64_t fnv(uint64_t h, const char *s) {
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  return h;
+}
+
+/* This CPU, as /proc/cpuinfo names its first processor (vendor, family,
+ * model, feature flags), hashed: part of every kernel's source, so a kept
+ * kernel (Note [Kernel files]) built with -march=native for one CPU is
+ * never loaded on another (a home directory shared by a cluster's
+ * machines). */
+static uint64_t cpu_key(void) {
+  static uint64_t key;
+  if (key) return key;
+  uint64_t h = 0xcbf29ce484222325ull;
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[8192];
+  while (f && fgets(line, sizeof line, f) && line[0] != '\n') {
+    static const char *const keep[] = {"vendor_id", "cpu family", "model", "flags"};
+    for (size_t i = 0; i < sizeof keep / sizeof *keep; i++)
+      if (!strncmp(line, keep[i], strlen(keep[i]))) h = fnv(h, line);
+  }
+  if (f) fclose(f);
+  return key = h | 1;
+}
+
 char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   core_strbuf b = {0};
+  put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c), cpu %016llx */\n",
+      (unsigned long long)cpu_key());
   put(&b,
-      "/* kiln native fused kernel (src/exec/fusion_cc.c) */\n"
       "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
       "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
       OP_MAX_ATTRS, vmath_text);
@@ -292,7 +318,8 @@ static void read_err(const char *path, char *buf, size_t cap) {
  * <dir>/fused-<hash>.so beside its source <dir>/fused-<hash>.c, where
  * <dir> is $KILN_CACHE_DIR (empty or "off": none), else
  * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; the hash covers the compiler's
- * name, its flags and the source. A later process (the next training run,
+ * name, its flags and the source, whose first line names this CPU
+ * (cpu_key: -march=native code must not run on another). A later process (the next training run,
  * each bench workload) loads the file instead of paying the compiler's
  * 50 ms again, as Inductor and numba's cache=True do. A file is used only
  * when the source beside it equals this kernel's, byte for byte (a hash
@@ -324,10 +351,6 @@ static bool cache_dir(char *out, size_t cap) {
   return mkdir(out, 0700) == 0 || errno == EEXIST;
 }
 
-static uint64_t fnv(uint64_t h, const char *s) {
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-  return h;
-}
 
 /* The whole of a small file as a core_alloc'd string, or NULL. */
 static char *slurp(const char *path, size_t *len) {
