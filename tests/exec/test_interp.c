@@ -108,6 +108,21 @@ TEST(interp_errors_name_the_node) {
   kiln_scope_end();
 }
 
+/* Runs c and checks that it took `buffers` tensor buffers from the caching
+ * allocator (hits and misses; the sanitizer build bypasses the cache). */
+static void run_counting_buffers(exec_code *c, exec_value *in, exec_value *out, int64_t buffers) {
+  int64_t h0, m0, h1, m1;
+  size_t bytes;
+  core_cache_stats(&h0, &m0, &bytes);
+  CHECK(c && exec_code_run(c, in, out) == 0);
+  core_cache_stats(&h1, &m1, &bytes);
+#if !defined(__SANITIZE_ADDRESS__)
+  CHECK_EQ_INT((h1 - h0) + (m1 - m0), buffers);
+#else
+  (void)buffers;
+#endif
+}
+
 /* Note [Buffer reuse]: a dying input's buffer takes the result. */
 TEST(interp_reuses_dying_buffers) {
   static const char *text = "graph(%x : Tensor):\n"
@@ -125,14 +140,7 @@ TEST(interp_reuses_dying_buffers) {
   int64_t n = 4;
   kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F64);
   exec_value in[1] = {{.tag = EXEC_V_TENSOR, .t = x}}, out[1] = {{0}};
-  int64_t h0, m0, h1, m1;
-  size_t b;
-  core_cache_stats(&h0, &m0, &b);
-  CHECK(c && exec_code_run(c, in, out) == 0);
-  core_cache_stats(&h1, &m1, &b);
-#if !defined(__SANITIZE_ADDRESS__)
-  CHECK_EQ_INT((h1 - h0) + (m1 - m0), 1); /* one buffer for three ops */
-#endif
+  run_counting_buffers(c, in, out, 1); /* one buffer for three ops */
   double want[4] = {2, 6, 2, 10};
   for (int i = 0; i < 4; i++) CHECK_NEAR(core_get_flat(out[0].t, i), want[i], 0);
   CHECK_NEAR(core_get_flat(x, 0), -1, 0); /* the caller's input is untouched */
@@ -172,16 +180,7 @@ TEST(interp_addmm_reuses_dying_self) {
     exec_value in[3] = {{.tag = EXEC_V_TENSOR, .t = s}, {.tag = EXEC_V_TENSOR, .t = a},
                         {.tag = EXEC_V_TENSOR, .t = b}},
                out[1] = {{0}};
-    int64_t h0, m0, h1, m1;
-    size_t bytes;
-    core_cache_stats(&h0, &m0, &bytes);
-    CHECK(c && exec_code_run(c, in, out) == 0);
-    core_cache_stats(&h1, &m1, &bytes);
-#if !defined(__SANITIZE_ADDRESS__)
-    CHECK_EQ_INT((h1 - h0) + (m1 - m0), buffers[t]);
-#else
-    (void)buffers; /* the sanitizer build bypasses the caching allocator */
-#endif
+    run_counting_buffers(c, in, out, buffers[t]);
     for (int i = 0; out[0].t && i < 4; i++) CHECK_NEAR(core_get_flat(out[0].t, i), want[t][i], 0);
     exec_value_clear(&out[0]);
     exec_code_free(c);
