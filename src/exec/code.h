@@ -1,5 +1,5 @@
 /* src/exec/code.h: flat instruction code with registers, what graphs
- * compile to (interpreter) and what the lazy compile cache stores. One
+ * compile to (compile.c, run by vm.c) and what the lazy compile cache stores. One
  * instruction per node; jumps for If/Loop; each register released right
  * after its last use (the free list of the instruction that last reads it).
  */
@@ -65,7 +65,7 @@ int exec_code_add(exec_code *c, exec_opcode code, int n_in, int n_out);
 int exec_code_own(exec_code *c, void *obj, void (*free_fn)(void *obj));
 /* Adds register r to the free list of instruction last[r] (for each r;
  * last[r] outside [0, n_instr) means never). The compiler computes last
- * uses (Note [Registers and liveness] in interp.c). < 0 on OOM. */
+ * uses (Note [Registers and liveness] in compile.c). < 0 on OOM. */
 int exec_code_set_frees(exec_code *c, const int *last);
 /* Runs c on inputs (borrowed) and writes n_outputs new values to outputs.
  * Returns < 0 with the error set; a failing instruction is named. */

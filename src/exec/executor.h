@@ -3,7 +3,7 @@
 #ifndef KILN_EXEC_EXECUTOR_H
 #define KILN_EXEC_EXECUTOR_H
 
-#include "interp.h"
+#include "compile.h"
 #include "passes/autodiff.h"
 
 typedef struct exec_function exec_function;

@@ -2,7 +2,7 @@
 #ifndef KILN_EXEC_FUSION_H
 #define KILN_EXEC_FUSION_H
 
-#include "interp.h"
+#include "compile.h"
 #include "passes/autodiff.h"
 
 /* Most ops, and most inputs or outputs, a fusion group may hold (the

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "interp.h"
+#include "compile.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
 

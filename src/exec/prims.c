@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "interp.h"
+#include "compile.h"
 #include "prims.h"
 
 #define IN_NUM(v) ((v)->tag == EXEC_V_INT || (v)->tag == EXEC_V_FLOAT || (v)->tag == EXEC_V_BOOL)

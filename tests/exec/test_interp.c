@@ -1,7 +1,7 @@
 /* tests/exec/test_interp.c: the interpreter on hand-written graphs: ops,
  * If, Loop with carried values, int arithmetic, lists, autograd through an
  * interpreted graph, errors naming the node. */
-#include "exec/interp.h"
+#include "exec/compile.h"
 #include "test.h"
 
 static const char *LOOP_IF =

@@ -1,7 +1,7 @@
 /* tests/passes/test_differentiate.c: differentiation by tracing: the
  * forward and backward graphs compute the outputs and exactly the gradients
  * asked for, equal to eager autograd's. */
-#include "exec/interp.h"
+#include "exec/compile.h"
 #include "passes/autodiff.h"
 #include "test.h"
 

@@ -1,8 +1,8 @@
-/* src/exec/interp.h: the interpreter: compiles an IR graph to instruction
- * code (one instruction per node, jumps for If/Loop, registers released
- * after their last use) and runs it on eager tensors. */
-#ifndef KILN_EXEC_INTERP_H
-#define KILN_EXEC_INTERP_H
+/* src/exec/compile.h: the compiler: an IR graph to instruction code (one
+ * instruction per node, jumps for If/Loop, registers released after their
+ * last use); src/exec/vm.c runs the code on eager tensors. */
+#ifndef KILN_EXEC_COMPILE_H
+#define KILN_EXEC_COMPILE_H
 
 #include "code.h"
 #include "ir/ir.h"

@@ -1,4 +1,4 @@
-/* src/exec/interp.c: IR graph -> instruction code.
+/* src/exec/compile.c: IR graph -> instruction code (run by vm.c).
  *
  * Note [Registers and liveness]: every IR value gets one register. A
  * register is cleared right after its last use, where a use inside an If
@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "fusion.h"
-#include "interp.h"
+#include "compile.h"
 
 typedef struct region {
   int start, end;

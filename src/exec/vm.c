@@ -1,5 +1,6 @@
-/* src/exec/run.c: building and running instruction code (the register
- * machine shared by the interpreter and the lazy compile cache). */
+/* src/exec/vm.c: building and running instruction code: the register
+ * machine that runs what compile.c makes, for the executor, the
+ * DifferentiableGraph op, fusion fallbacks and the lazy compile cache. */
 #include <stdio.h>
 #include <string.h>
 
