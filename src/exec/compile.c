@@ -8,7 +8,6 @@
  * tensor's memory goes back as soon as the program no longer needs it. */
 #include <string.h>
 
-#include "fusion.h"
 #include "compile.h"
 
 typedef struct region {
@@ -314,15 +313,8 @@ static int compile_node(compiler *k, const ir_node *n) {
   x->name = ir_prim_table[n->prim].name;
   if (n->prim == IR_PRIM_ISNOT) x->k = (exec_value){.tag = EXEC_V_BOOL, .b = true};
   x->prim = exec_prim_impl[n->prim];
-  if (n->prim == IR_PRIM_FUSION_GROUP) {
-    const ir_attr *a = ir_node_attr(n, "Subgraph");
-    fused_group *fg = a && a->kind == IR_ATTR_GRAPH ? fused_group_new(a->g) : NULL;
-    if (!fg || exec_code_own(k->c, fg, fused_group_free) < 0) return -1;
-    x->prim = fused_group_prim;
-    x->k = (exec_value){.tag = EXEC_V_OBJ, .obj = fg};
-  }
   if (k->opts && k->opts->custom) {
-    int rc = k->opts->custom(k->opts->ud, n, x);
+    int rc = k->opts->custom(k->opts->ud, k->c, n, x);
     if (rc < 0) return rc;
   }
   if (!x->prim)

@@ -11,17 +11,21 @@
  * structural or belongs to the profiling executor). */
 extern const exec_prim_fn exec_prim_impl[IR_PRIM_COUNT];
 
-/* Kinds the interpreter does not implement itself (profile, guards,
- * DifferentiableGraph, FusionGroup, CallFunction) are handed to `custom`,
- * which fills the instruction (prim, k, ...) or fails. */
+/* Group kinds the compiler does not implement itself (FusionGroup,
+ * DifferentiableGraph, FallbackGraph, profile, guards) are handed to
+ * `custom` for every EXEC_I_PRIM node; it fills the instruction (prim,
+ * k, ...), may make `c` own the run-time object it builds, leaves kinds it
+ * does not know alone, and returns < 0 with the error set on failure.
+ * exec_fusion_compile_opts (fusion.h) installs FusionGroup; the profiling
+ * executor's hook installs its own kinds and hands FusionGroup on to it. */
 typedef struct exec_compile_opts {
-  int (*custom)(void *ud, const ir_node *n, exec_instr *ins);
+  int (*custom)(void *ud, exec_code *c, const ir_node *n, exec_instr *ins);
   void *ud;
 } exec_compile_opts;
 
 /* Compiles g's top block. The code owns nothing of g (constants are
  * copied), so g may be freed afterwards. NULL with the error set on a kind
- * that cannot run. opts may be NULL. */
+ * that cannot run (with opts NULL, every group kind). */
 exec_code *exec_compile(const ir_graph *g, const exec_compile_opts *opts);
 
 /* Builds the exec_value of a prim::Constant node (new value). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "fusion.h"
 #include "passes/passes.h"
 
 #define DIFF_PLANS 8
@@ -58,8 +59,8 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
                  pass_fuse(p->gr.df) < 0 ||
                  pass_run(p->gr.f, "dce") < 0 || pass_run(p->gr.df, "dce") < 0))
     goto fail;
-  p->fwd = exec_compile(p->gr.f, NULL);
-  p->bwd = p->fwd ? exec_compile(p->gr.df, NULL) : NULL;
+  p->fwd = exec_compile(p->gr.f, &exec_fusion_compile_opts);
+  p->bwd = p->fwd ? exec_compile(p->gr.df, &exec_fusion_compile_opts) : NULL;
   if (!p->bwd) goto fail;
   return p;
 fail:
@@ -87,7 +88,7 @@ static diff_plan *plan_for(diff_rt *d, const op_meta *m) {
   return p;
 }
 
-diff_rt *diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse) {
+diff_rt *exec_diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse) {
   diff_rt *d = core_calloc(1, sizeof *d);
   if (!d) return NULL;
   d->fuse = fuse;
@@ -131,11 +132,11 @@ diff_rt *diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse) {
   core_free(m);
   return d;
 fail:
-  diff_rt_free(d);
+  exec_diff_rt_free(d);
   return NULL;
 }
 
-void diff_rt_free(diff_rt *d) {
+void exec_diff_rt_free(diff_rt *d) {
   if (!d) return;
   for (int i = 0; i < d->n_plans; i++) plan_release(d->plans[i]);
   exec_code_free(d->plain);
@@ -213,11 +214,11 @@ done:
 /* ---- the op ----------------------------------------------------------------------- */
 
 static int run_plain(diff_rt *d, exec_value *in, exec_value *out) {
-  if (!d->plain && !(d->plain = exec_compile(d->sub, NULL))) return -1;
+  if (!d->plain && !(d->plain = exec_compile(d->sub, &exec_fusion_compile_opts))) return -1;
   return exec_code_run(d->plain, in, out);
 }
 
-int diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
+int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   diff_rt *d = x->k.obj;
   bool any_rg = false;
   op_meta small[16], *m = small;
@@ -319,7 +320,7 @@ done:
   return rc;
 }
 
-char *diff_rt_describe(const diff_rt *d, int index) {
+char *exec_diff_rt_describe(const diff_rt *d, int index) {
   if (!d->last) return NULL;
   char *f = ir_graph_print(d->last->gr.f, IR_PRINT_NO_SOURCE);
   char *df = ir_graph_print(d->last->gr.df, IR_PRINT_NO_SOURCE);

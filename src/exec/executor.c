@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "fusion.h"
 
 #include "passes/passes.h"
 
@@ -62,7 +63,7 @@ static void free_plan(exec_function *f) {
   core_free(f->children);
   f->children = NULL;
   f->n_children = 0;
-  for (int i = 0; i < f->n_diffs; i++) diff_rt_free(f->diffs[i]);
+  for (int i = 0; i < f->n_diffs; i++) exec_diff_rt_free(f->diffs[i]);
   core_free(f->diffs);
   f->diffs = NULL;
   f->n_diffs = 0;
@@ -178,10 +179,11 @@ static int p_call_fallback(const exec_instr *x, exec_value *in, exec_value *out)
   return exec_function_run((exec_function *)x->k.obj, in, out);
 }
 
-static int compile_hook(void *ud, const ir_node *n, exec_instr *x) {
+static int compile_hook(void *ud, exec_code *code, const ir_node *n, exec_instr *x) {
   compile_ctx *c = ud;
   exec_function *f = c->f;
   switch (n->prim) {
+  case IR_PRIM_FUSION_GROUP: return exec_fusion_compile_hook(NULL, code, n, x);
   case IR_PRIM_PROFILE: {
     if (!c->profiling || n->n_inputs != 1) {
       x->prim = exec_prim_impl[IR_PRIM_PROFILE];
@@ -220,15 +222,15 @@ static int compile_hook(void *ud, const ir_node *n, exec_instr *x) {
     const ir_attr *a = ir_node_attr(n, "Subgraph");
     if (!a || a->kind != IR_ATTR_GRAPH)
       return core_error(KILN_ERR_INVALID, "prim::DifferentiableGraph without a Subgraph");
-    diff_rt *d = diff_rt_new(a->g, n, f->opts.fusion);
+    diff_rt *d = exec_diff_rt_new(a->g, n, f->opts.fusion);
     diff_rt **v = d ? core_realloc(f->diffs, (size_t)(f->n_diffs + 1) * sizeof *v) : NULL;
     if (!v) {
-      diff_rt_free(d);
+      exec_diff_rt_free(d);
       return -1;
     }
     f->diffs = v;
     v[f->n_diffs++] = d;
-    x->prim = diff_rt_prim;
+    x->prim = exec_diff_rt_prim;
     x->k = (exec_value){.tag = EXEC_V_OBJ, .obj = d};
     return 0;
   }
@@ -351,7 +353,7 @@ char *exec_function_describe(const exec_function *f) {
   core_free(main);
   char *parts[64];
   int n_parts = 0;
-  for (int i = 0; i < f->n_diffs && n_parts < 64; i++) parts[n_parts++] = diff_rt_describe(f->diffs[i], i);
+  for (int i = 0; i < f->n_diffs && n_parts < 64; i++) parts[n_parts++] = exec_diff_rt_describe(f->diffs[i], i);
   for (int i = 0; i < f->n_children && n_parts < 64; i++) {
     char *c = exec_function_describe(f->children[i]);
     if (c) {
@@ -397,7 +399,7 @@ int exec_function_run(exec_function *f, const exec_value *inputs, exec_value *ou
         ir_graph_free(g);
         return -1;
       }
-      f->simple_code = exec_compile(g, NULL);
+      f->simple_code = exec_compile(g, &exec_fusion_compile_opts);
       ir_graph_free(g);
       if (!f->simple_code) return -1;
     }

@@ -73,10 +73,10 @@ char *exec_function_describe(const exec_function *f);
  * input i is assumed to require grad (Note [Requires-grad guard]). When
  * every input type is complete, differentiates now (so the plan prints).
  * With fuse, the forward and backward graphs get FusionGroups. */
-diff_rt *diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse);
-void diff_rt_free(diff_rt *d);
-int diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out);
+diff_rt *exec_diff_rt_new(const ir_graph *sub, const ir_node *node, bool fuse);
+void exec_diff_rt_free(diff_rt *d);
+int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out);
 /* Text of the forward and backward graphs of the most recent plan. */
-char *diff_rt_describe(const diff_rt *d, int index);
+char *exec_diff_rt_describe(const diff_rt *d, int index);
 
 #endif

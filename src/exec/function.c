@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "executor.h"
+#include "fusion.h"
 
 struct kiln_graph {
   ir_graph *g;
@@ -93,7 +94,7 @@ kiln_function *kiln_function_new_ex(const kiln_graph *g, const kiln_function_opt
   if (ir_graph_verify(g->g) < 0) return NULL;
   /* check up front that the plain graph can run (unknown kinds fail here,
    * not on the Nth call) */
-  exec_code *probe = exec_compile(g->g, NULL);
+  exec_code *probe = exec_compile(g->g, &exec_fusion_compile_opts);
   if (!probe) return NULL;
   exec_code_free(probe);
   kiln_function *f = core_calloc(1, sizeof *f);

@@ -33,7 +33,7 @@ static _Atomic int64_t kernels_compiled, kernels_native, native_failures;
 
 int64_t kiln_fused_kernels_compiled(void) { return atomic_load(&kernels_compiled); }
 int64_t kiln_fused_kernels_native(void) { return atomic_load(&kernels_native); }
-int64_t fusion_native_failures(void) { return atomic_load(&native_failures); }
+int64_t exec_fusion_native_failures(void) { return atomic_load(&native_failures); }
 
 /* An operand or argument of a step. */
 typedef enum { SRC_INPUT, SRC_STEP, SRC_CONST } src_kind;
@@ -70,7 +70,7 @@ typedef struct fkernel {
 
 static void fkernel_free(fkernel *k) {
   if (!k) return;
-  fusion_cc_free(k->native);
+  exec_fusion_cc_free(k->native);
   core_free(k->steps);
   core_free(k);
 }
@@ -86,7 +86,7 @@ struct fused_group {
   bool dyn_attrs; /* a step reads an attribute (alpha, a slope) from an input */
 };
 
-void fused_group_free(void *p) {
+void exec_fused_group_free(void *p) {
   fused_group *f = p;
   if (!f) return;
   for (int s = 0; s < f->n_steps; s++)
@@ -132,7 +132,7 @@ static int const_of(const ir_node *n, op_val *out) {
   }
 }
 
-fused_group *fused_group_new(const ir_graph *sub) {
+fused_group *exec_fused_group_new(const ir_graph *sub) {
   fused_group *f = core_calloc(1, sizeof *f);
   if (!f) return NULL;
   f->sub = ir_graph_clone(sub);
@@ -214,7 +214,7 @@ fused_group *fused_group_new(const ir_graph *sub) {
   f->hash = h;
   return f;
 fail:
-  fused_group_free(f);
+  exec_fused_group_free(f);
   return NULL;
 }
 
@@ -285,8 +285,8 @@ static void native_compile(const fused_group *f, fkernel *kn) {
       cs[s].atype[a] = src->kind == SRC_INPUT ? c_type[kn->sig[src->index]] : cs[s].src->type;
     }
   }
-  char *text = fusion_cc_source(cs, f->n_steps, f->out_step, f->n_out);
-  kn->native = text ? fusion_cc_compile(text) : NULL;
+  char *text = exec_fusion_cc_source(cs, f->n_steps, f->out_step, f->n_out);
+  kn->native = text ? exec_fusion_cc_compile(text) : NULL;
   core_free(text);
   kn->native_state = kn->native ? 1 : -1;
   if (kn->native) {
@@ -419,7 +419,7 @@ static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
  * L3 shared by this core's complex), else sysconf, else 32 MiB. glibc's
  * sysconf can report every L3 of the package together (384 MiB on this
  * VM, whose cores share 32 MiB). */
-int64_t fusion_llc_bytes(void) {
+int64_t exec_fusion_llc_bytes(void) {
   static int64_t bytes;
   if (!bytes) {
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
@@ -448,7 +448,7 @@ static int run_plain(fused_group *f, exec_value *in, exec_value *out) {
   return exec_code_run(f->plain, in, out);
 }
 
-int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
+int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   int ndim = 0, rc = 0;
   int64_t shape[KILN_MAX_DIMS];
   bool grad_on = kiln_is_grad_enabled();
@@ -516,12 +516,12 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
     }
     ksteps = dyn;
   }
-  int cc_mode = fusion_cc_mode();
+  int cc_mode = exec_fusion_cc_mode();
   if (kn->native_eligible && kn->native_state == 0 &&
       (cc_mode == 2 || (cc_mode == 1 && (kn->work += numel) >= FUSION_CC_WORK)))
     native_compile(f, kn);
-  fusion_native_fn native = kn->native_state == 1 && cc_mode ? fusion_cc_fn(kn->native) : NULL;
-  fusion_native_fn native_nt = native ? fusion_cc_fn_stream(kn->native) : NULL;
+  fusion_native_fn native = kn->native_state == 1 && cc_mode ? exec_fusion_cc_fn(kn->native) : NULL;
+  fusion_native_fn native_nt = native ? exec_fusion_cc_fn_stream(kn->native) : NULL;
   op_attrs natt[FUSION_MAX_STEPS];
   if (native)
     for (int s = 0; s < f->n_steps; s++) natt[s] = ksteps[s].attrs;
@@ -562,7 +562,7 @@ int fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
     int64_t out_bytes = 0;
     for (int o = 0; o < f->n_out; o++)
       out_bytes += numel * (int64_t)kiln_dtype_size(ksteps[f->out_step[o]].out);
-    stream = out_bytes >= fusion_llc_bytes();
+    stream = out_bytes >= exec_fusion_llc_bytes();
   }
   int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
   int failed = 0;
@@ -738,6 +738,18 @@ done:
   return rc;
 }
 
-int fused_group_prim(const exec_instr *x, exec_value *in, exec_value *out) {
-  return fused_group_run(x->k.obj, in, out);
+static int p_fusion_group(const exec_instr *x, exec_value *in, exec_value *out) {
+  return exec_fused_group_run(x->k.obj, in, out);
 }
+
+int exec_fusion_compile_hook(void *ud, exec_code *c, const ir_node *n, exec_instr *x) {
+  if (n->prim != IR_PRIM_FUSION_GROUP) return 0;
+  const ir_attr *a = ir_node_attr(n, "Subgraph");
+  fused_group *fg = a && a->kind == IR_ATTR_GRAPH ? exec_fused_group_new(a->g) : NULL;
+  if (!fg || exec_code_own(c, fg, exec_fused_group_free) < 0) return -1;
+  x->prim = p_fusion_group;
+  x->k = (exec_value){.tag = EXEC_V_OBJ, .obj = fg};
+  return 0;
+}
+
+const exec_compile_opts exec_fusion_compile_opts = {exec_fusion_compile_hook, NULL};

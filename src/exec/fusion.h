@@ -14,16 +14,22 @@ typedef struct fused_group fused_group;
 
 /* Builds the group from its Subgraph (elementwise ops and constants).
  * NULL with the error set if it holds anything else. */
-fused_group *fused_group_new(const ir_graph *sub);
-void fused_group_free(void *f);
+fused_group *exec_fused_group_new(const ir_graph *sub);
+void exec_fused_group_free(void *f);
 /* Runs the group (Note [Fused tiles]). inputs borrowed; outputs new. */
-int fused_group_run(fused_group *f, exec_value *in, exec_value *out);
+int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out);
 /* Native kernels that failed to compile or load so far (the groups kept
  * their tile kernels; Note [Native kernels]). */
-int64_t fusion_native_failures(void);
+int64_t exec_fusion_native_failures(void);
 /* The last-level cache's size in bytes (Note [Native stores]). */
-int64_t fusion_llc_bytes(void);
-/* EXEC_I_PRIM entry: x->k.obj is the fused_group. */
-int fused_group_prim(const exec_instr *x, exec_value *in, exec_value *out);
+int64_t exec_fusion_llc_bytes(void);
+/* The compile hook (exec_compile_opts.custom) that installs
+ * prim::FusionGroup: builds the node's group (owned by c) and points the
+ * instruction at it; other kinds are left alone. < 0 with the error set if
+ * the Subgraph is not a fusible chain. */
+int exec_fusion_compile_hook(void *ud, exec_code *c, const ir_node *n, exec_instr *x);
+/* exec_compile options with only that hook: what every graph that may hold
+ * FusionGroups compiles with outside the profiling executor. */
+extern const exec_compile_opts exec_fusion_compile_opts;
 
 #endif

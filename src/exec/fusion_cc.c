@@ -55,7 +55,7 @@ struct fusion_cc_kernel {
 static int mode = -1;
 static int cc_missing; /* the compiler could not be run: stop trying */
 
-int fusion_cc_mode(void) {
+int exec_fusion_cc_mode(void) {
   if (mode < 0) {
     const char *e = getenv("KILN_NATIVE_FUSION");
     mode = !e || !*e ? 1 : !strcmp(e, "0") ? 0 : !strcmp(e, "2") ? 2 : 1;
@@ -63,8 +63,8 @@ int fusion_cc_mode(void) {
   return mode;
 }
 
-int fusion_cc_set_mode(int m) {
-  int prev = fusion_cc_mode();
+int exec_fusion_cc_set_mode(int m) {
+  int prev = exec_fusion_cc_mode();
   mode = m < 0 ? 0 : m > 2 ? 2 : m;
   cc_missing = 0; /* try the compiler again */
   return prev;
@@ -185,7 +185,7 @@ static uint64_t cpu_key(void) {
   return key = h | 1;
 }
 
-char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
+char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   core_strbuf b = {0};
   put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c), cpu %016llx */\n",
       (unsigned long long)cpu_key());
@@ -421,10 +421,10 @@ static fusion_cc_kernel *load(const char *path) {
 }
 
 static _Atomic int64_t files_loaded;
-int64_t fusion_cc_files_loaded(void) { return files_loaded; }
+int64_t exec_fusion_cc_files_loaded(void) { return files_loaded; }
 
-fusion_cc_kernel *fusion_cc_compile(const char *source) {
-  if (fusion_cc_mode() == 0) {
+fusion_cc_kernel *exec_fusion_cc_compile(const char *source) {
+  if (exec_fusion_cc_mode() == 0) {
     core_error(KILN_ERR_UNSUPPORTED, "native fusion: off");
     return NULL;
   }
@@ -502,10 +502,10 @@ out:
   return k;
 }
 
-fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k) { return k ? k->fn : NULL; }
-fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k) { return k ? k->fn_nt : NULL; }
+fusion_native_fn exec_fusion_cc_fn(const fusion_cc_kernel *k) { return k ? k->fn : NULL; }
+fusion_native_fn exec_fusion_cc_fn_stream(const fusion_cc_kernel *k) { return k ? k->fn_nt : NULL; }
 
-void fusion_cc_free(fusion_cc_kernel *k) {
+void exec_fusion_cc_free(fusion_cc_kernel *k) {
   if (!k) return;
   dlclose(k->dl);
   core_free(k);

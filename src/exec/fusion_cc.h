@@ -31,27 +31,27 @@ typedef struct fusion_cc_step {
 /* Most operands that are not step results (the executor's limit). */
 #define FUSION_CC_MAX_OPERANDS 192
 
-/* A loaded native kernel; free with fusion_cc_free. */
+/* A loaded native kernel; free with exec_fusion_cc_free. */
 typedef struct fusion_cc_kernel fusion_cc_kernel;
 
 /* Writes the kernel's C source for steps[0..n_steps) with outputs
  * out_steps[0..n_out). Returns a core_alloc'd string (free with
  * core_free), or NULL with the error set. */
-char *fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out);
+char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out);
 
 /* Compiles source and loads its kernel, or loads the one an earlier
  * process kept (Note [Kernel files]). NULL with the error set (the
  * compiler's first message lines when it failed; KILN_ERR_UNSUPPORTED when
  * native kernels are off or no compiler runs). The caller owns the result. */
-fusion_cc_kernel *fusion_cc_compile(const char *source);
+fusion_cc_kernel *exec_fusion_cc_compile(const char *source);
 /* Kernels loaded from kept files instead of compiled, so far. */
-int64_t fusion_cc_files_loaded(void);
-fusion_native_fn fusion_cc_fn(const fusion_cc_kernel *k);
+int64_t exec_fusion_cc_files_loaded(void);
+fusion_native_fn exec_fusion_cc_fn(const fusion_cc_kernel *k);
 /* The same loop writing its outputs with streaming stores in 16-element
  * blocks; outputs must be 64-byte aligned. NULL without AVX-512, or when
  * an output is not float or double. */
-fusion_native_fn fusion_cc_fn_stream(const fusion_cc_kernel *k);
-void fusion_cc_free(fusion_cc_kernel *k);
+fusion_native_fn exec_fusion_cc_fn_stream(const fusion_cc_kernel *k);
+void exec_fusion_cc_free(fusion_cc_kernel *k);
 
 /* Native kernels: 0 never, 1 for a kernel once its runs have covered
  * FUSION_CC_WORK elements (the default), 2 for every kernel (tests). KILN_NATIVE_FUSION in
@@ -59,7 +59,7 @@ void fusion_cc_free(fusion_cc_kernel *k);
  * (default "cc"). Setting a mode also forgets that the compiler would not
  * run. Returns the previous mode. */
 #define FUSION_CC_WORK (INT64_C(1) << 22)
-int fusion_cc_set_mode(int mode);
-int fusion_cc_mode(void);
+int exec_fusion_cc_set_mode(int mode);
+int exec_fusion_cc_mode(void);
 
 #endif

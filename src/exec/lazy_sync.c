@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "compile.h"
+#include "fusion.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
 
@@ -159,7 +160,7 @@ static int compile(const sync_graph *g, exec_code **out) {
         fprintf(stderr, "[kiln-jit] lazy graph:\n%s", t);
     }
   }
-  *out = exec_compile(lg.g, NULL);
+  *out = exec_compile(lg.g, &exec_fusion_compile_opts);
   rc = *out ? 0 : -1;
 done:
   ir_graph_free(lg.g);

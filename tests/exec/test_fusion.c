@@ -58,7 +58,7 @@ static ir_graph *single_op_graph(int op, const op_val *args, int n_args, bool ch
 
 /* Compiles g and runs it once: 0, or < 0 with the error set. */
 static int run_once(const ir_graph *g, exec_value *in, exec_value *out) {
-  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  exec_code *c = g ? exec_compile(g, &exec_fusion_compile_opts) : NULL;
   int rc = c ? exec_code_run(c, in, out) : -1;
   exec_code_free(c);
   return rc;
@@ -88,7 +88,7 @@ static void every_op_matches(bool native_mode, bool *native) {
   const sample_entry *e = sample_all(&n);
   kiln_generator *g = kiln_generator_new(12);
   bool seen[KILN_OP_COUNT] = {false};
-  int prev_mode = fusion_cc_set_mode(native_mode ? 2 : 0);
+  int prev_mode = exec_fusion_cc_set_mode(native_mode ? 2 : 0);
   for (int i = 0; i < n; i++) {
     int op = e[i].op;
     if (!(op_table[op].flags & OPF_FUSIBLE)) continue;
@@ -105,11 +105,11 @@ static void every_op_matches(bool native_mode, bool *native) {
         exec_value ins[16];
         int n_ins;
         ir_graph *gr = single_op_graph(op, s.args, s.n_args, chain, ins, &n_ins);
-        fused_group *fg = fused_group_new(gr);
+        fused_group *fg = exec_fused_group_new(gr);
         CHECK_MSG(fg != NULL, "%s: %s", e[i].name, kiln_last_error());
         exec_value out[1] = {{0}};
         int64_t built = kiln_fused_kernels_native();
-        if (fg && fused_group_run(fg, ins, out) == 0) {
+        if (fg && exec_fused_group_run(fg, ins, out) == 0) {
           if (native && kiln_fused_kernels_native() > built) native[op] = true;
           kiln_tensor *want = op_call1(op, s.args, s.n_args);
           if (want && chain) want = kiln_mul(want, want);
@@ -120,7 +120,7 @@ static void every_op_matches(bool native_mode, bool *native) {
           test_fail(__FILE__, __LINE__, "%s: fused run failed: %s", e[i].name, kiln_last_error());
         }
         exec_value_clear(&out[0]);
-        fused_group_free(fg);
+        exec_fused_group_free(fg);
         ir_graph_free(gr);
         kiln_scope_end();
       }
@@ -143,16 +143,16 @@ static void every_op_matches(bool native_mode, bool *native) {
       exec_value ins[16];
       int n_ins;
       ir_graph *gr = single_op_graph(op, args, 2, variant, ins, &n_ins);
-      fused_group *fg = fused_group_new(gr);
+      fused_group *fg = exec_fused_group_new(gr);
       exec_value out[1] = {{0}};
       int64_t built = kiln_fused_kernels_native();
-      CHECK(fg && fused_group_run(fg, ins, out) == 0);
+      CHECK(fg && exec_fused_group_run(fg, ins, out) == 0);
       if (native && kiln_fused_kernels_native() > built) native[op] = true;
       kiln_tensor *want = op_call1(op, args, 2);
       if (want && variant) want = kiln_mul(want, want);
       if (out[0].tag == EXEC_V_TENSOR) compare_bitwise(op_table[op].name, out[0].t, want);
       exec_value_clear(&out[0]);
-      fused_group_free(fg);
+      exec_fused_group_free(fg);
       ir_graph_free(gr);
       kiln_scope_end();
     }
@@ -163,7 +163,7 @@ static void every_op_matches(bool native_mode, bool *native) {
       CHECK_MSG(seen[op], "%s is fusible but no sample exercised it fused", op_table[op].name);
       covered += seen[op];
     }
-  fusion_cc_set_mode(prev_mode);
+  exec_fusion_cc_set_mode(prev_mode);
   kiln_generator_free(g);
   test_note("%d fusible ops checked fused", covered);
 }
@@ -175,10 +175,10 @@ TEST(fusion_every_elementwise_op_matches_unfused) { every_op_matches(false, NULL
  * library's floating-point flags), on broadcast and strided samples. */
 TEST(fusion_native_kernels_match_unfused) {
   bool native[KILN_OP_COUNT] = {false};
-  int64_t failures = fusion_native_failures();
+  int64_t failures = exec_fusion_native_failures();
   every_op_matches(true, native);
-  CHECK_MSG(fusion_native_failures() == failures, "%lld native kernels failed to build",
-            (long long)(fusion_native_failures() - failures));
+  CHECK_MSG(exec_fusion_native_failures() == failures, "%lld native kernels failed to build",
+            (long long)(exec_fusion_native_failures() - failures));
   /* every fusible op with tile text (tile.h) ran in a native kernel for
    * some sample; only gelu (two forms chosen per tile) has none */
   int n_native = 0;
@@ -215,7 +215,7 @@ TEST(fusion_comparisons_and_broadcast_chain) {
   kiln_tensor *x = kiln_t(kiln_randn(2, (int64_t[]){5, 37}, KILN_DTYPE_F32, gen));
   kiln_tensor *a = kiln_randn(1, sa, KILN_DTYPE_F32, gen);
   (void)sx;
-  exec_code *c = exec_compile(g, NULL);
+  exec_code *c = exec_compile(g, &exec_fusion_compile_opts);
   exec_value in[2] = {{.tag = EXEC_V_TENSOR, .t = x}, {.tag = EXEC_V_TENSOR, .t = a}}, out[1] = {{0}};
   CHECK(c && exec_code_run(c, in, out) == 0);
   kiln_tensor *want = kiln_eq(kiln_gt(x, kiln_zeros(0, NULL, KILN_DTYPE_F32)), kiln_lt(x, a));
@@ -308,7 +308,7 @@ TEST(fusion_horizontal_same_shape) {
   char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
   CHECK_STR_CONTAINS(t, "= prim::FusionGroup_0(%x, %y)");
   core_free(t);
-  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  exec_code *c = g ? exec_compile(g, &exec_fusion_compile_opts) : NULL;
   kiln_generator *gen = kiln_generator_new(4);
   const int64_t shapes[3][2][2] = {{{4, 3}, {4, 3}}, {{4, 3}, {1, 3}}, {{1, 3}, {5, 3}}};
   for (int k = 0; k < 3 && c; k++) {
@@ -348,7 +348,7 @@ TEST(fusion_alpha_read_per_call) {
   char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
   CHECK_STR_CONTAINS(t, "= prim::FusionGroup_0(%x, %y, %alpha)");
   core_free(t);
-  exec_code *c = g ? exec_compile(g, NULL) : NULL;
+  exec_code *c = g ? exec_compile(g, &exec_fusion_compile_opts) : NULL;
   float xv[3] = {1, 2, 3}, yv[3] = {4, 5, 6};
   double alphas[3] = {0.5, -2, 3};
   int64_t n = 3;
@@ -565,7 +565,7 @@ static fused_group *arith_group(double c) {
            "  return (%%5)\n",
            c);
   ir_graph *g = ir_graph_parse(text, strlen(text));
-  fused_group *f = g ? fused_group_new(g) : NULL;
+  fused_group *f = g ? exec_fused_group_new(g) : NULL;
   ir_graph_free(g);
   return f;
 }
@@ -573,12 +573,12 @@ static fused_group *arith_group(double c) {
 /* Runs f on x (a = 1.5, b = -0.25) in the given native mode; a new
  * reference the caller releases. */
 static kiln_tensor *run_arith(fused_group *f, kiln_tensor *x, int mode) {
-  int prev = fusion_cc_set_mode(mode);
+  int prev = exec_fusion_cc_set_mode(mode);
   kiln_dtype dt = kiln_tensor_dtype(x);
   exec_value in[3] = {TV(x), TV(kiln_scalar(1.5, dt)), TV(kiln_scalar(-0.25, dt))};
   exec_value out[1] = {{0}};
-  int rc = f ? fused_group_run(f, in, out) : -1;
-  fusion_cc_set_mode(prev);
+  int rc = f ? exec_fused_group_run(f, in, out) : -1;
+  exec_fusion_cc_set_mode(prev);
   CHECK_MSG(rc == 0, "arith group: %s", kiln_last_error());
   return rc == 0 ? out[0].t : NULL;
 }
@@ -613,7 +613,7 @@ TEST(fusion_native_kernel_built_once_after_enough_work) {
   }
   /* one kernel for every size: batch size does not recompile */
   CHECK_EQ_INT(kiln_fused_kernels_compiled() - built0, 1);
-  fused_group_free(f);
+  exec_fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
 }
@@ -626,7 +626,7 @@ TEST(fusion_native_streaming_kernel_matches_tiles) {
   fused_group *f = arith_group(0.4375);
   for (int dbl = 0; dbl < 2; dbl++) {
     kiln_dtype dt = dbl ? KILN_DTYPE_F64 : KILN_DTYPE_F32;
-    int64_t n = fusion_llc_bytes() / (dbl ? 8 : 4) + 1037;
+    int64_t n = exec_fusion_llc_bytes() / (dbl ? 8 : 4) + 1037;
     kiln_tensor *x = kiln_randn(1, &n, dt, g);
     kiln_tensor *tiles = run_arith(f, x, 0), *native = run_arith(f, x, 2);
     CHECK(tiles && native);
@@ -645,7 +645,7 @@ TEST(fusion_native_streaming_kernel_matches_tiles) {
     kiln_release(tiles);
     kiln_release(native);
   }
-  fused_group_free(f);
+  exec_fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
 }
@@ -658,14 +658,14 @@ TEST(fusion_native_falls_back_without_compiler) {
   const char *old = getenv("KILN_CC");
   char *saved = old ? strdup(old) : NULL;
   setenv("KILN_CC", "/nonexistent/kiln-no-cc", 1);
-  int64_t n = 70001, native0 = kiln_fused_kernels_native(), fail0 = fusion_native_failures();
+  int64_t n = 70001, native0 = kiln_fused_kernels_native(), fail0 = exec_fusion_native_failures();
   kiln_generator *g = kiln_generator_new(23);
   kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, g);
   fused_group *f = arith_group(0.625);
   kiln_tensor *y = run_arith(f, x, 2);
   CHECK(y != NULL);
   CHECK(kiln_fused_kernels_native() == native0);
-  CHECK_EQ_INT(fusion_native_failures() - fail0, 1);
+  CHECK_EQ_INT(exec_fusion_native_failures() - fail0, 1);
   if (y) {
     const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(y);
     int64_t bad = 0;
@@ -678,18 +678,18 @@ TEST(fusion_native_falls_back_without_compiler) {
   else
     unsetenv("KILN_CC");
   free(saved);
-  int prev = fusion_cc_set_mode(2);
-  fusion_cc_kernel *k = fusion_cc_compile("this is not C\n");
+  int prev = exec_fusion_cc_set_mode(2);
+  fusion_cc_kernel *k = exec_fusion_cc_compile("this is not C\n");
   CHECK(k == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "native fusion:");
   CHECK_STR_CONTAINS(kiln_last_error(), "error");
-  fusion_cc_free(k);
-  fusion_cc_set_mode(0);
-  CHECK(fusion_cc_compile("void kiln_fused(void) {}\n") == NULL); /* off: never compiles */
+  exec_fusion_cc_free(k);
+  exec_fusion_cc_set_mode(0);
+  CHECK(exec_fusion_cc_compile("void kiln_fused(void) {}\n") == NULL); /* off: never compiles */
   CHECK_STR_CONTAINS(kiln_last_error(), "off");
-  fusion_cc_set_mode(prev);
+  exec_fusion_cc_set_mode(prev);
   kiln_clear_error();
-  fused_group_free(f);
+  exec_fused_group_free(f);
   kiln_generator_free(g);
   kiln_scope_end();
 }
@@ -734,63 +734,63 @@ TEST(fusion_native_kernel_files) {
        *saved_dir = old_dir ? strdup(old_dir) : NULL;
   unsetenv("KILN_CC");
   setenv("KILN_CACHE_DIR", dir, 1);
-  int prev = fusion_cc_set_mode(2);
+  int prev = exec_fusion_cc_set_mode(2);
   fusion_cc_step st = {op_table[KILN_OP_MUL].tile_srcs[KILN_DTYPE_F32],
                        {-1, -1, -1},
                        {0, 1, -1},
                        {0},
                        {"float", "float", NULL}};
   int out_step = 0;
-  char *src = fusion_cc_source(&st, 1, &out_step, 1);
+  char *src = exec_fusion_cc_source(&st, 1, &out_step, 1);
   CHECK(src != NULL);
-  int64_t loaded0 = fusion_cc_files_loaded();
-  fusion_cc_kernel *k1 = src ? fusion_cc_compile(src) : NULL;
+  int64_t loaded0 = exec_fusion_cc_files_loaded();
+  fusion_cc_kernel *k1 = src ? exec_fusion_cc_compile(src) : NULL;
   CHECK_MSG(k1 != NULL, "compile: %s", kiln_last_error());
   char so[600] = "", c[600] = "";
   CHECK(kept_file(dir, ".so", so, sizeof so) && kept_file(dir, ".c", c, sizeof c));
   /* without a compiler, from the file */
   setenv("PATH", "/nonexistent", 1);
-  fusion_cc_kernel *k2 = src ? fusion_cc_compile(src) : NULL;
+  fusion_cc_kernel *k2 = src ? exec_fusion_cc_compile(src) : NULL;
   CHECK_MSG(k2 != NULL, "load: %s", kiln_last_error());
-  CHECK_EQ_INT(fusion_cc_files_loaded() - loaded0, 1);
+  CHECK_EQ_INT(exec_fusion_cc_files_loaded() - loaded0, 1);
   if (k2) {
     float x[37], y[37], z[37];
     for (int i = 0; i < 37; i++) x[i] = 0.5f * (float)i - 3.0f, y[i] = 1.25f - 0.1f * (float)i;
     const void *in[2] = {x, y};
     void *out[1] = {z};
     op_attrs at[1] = {{{0}}};
-    fusion_cc_fn(k2)(out, in, 37, at);
+    exec_fusion_cc_fn(k2)(out, in, 37, at);
     for (int i = 0; i < 37; i++) CHECK(z[i] == x[i] * y[i]);
   }
   /* a file that will not load: removed, and with no compiler, no kernel
    * (unloaded first: dlopen would find a loaded library by its path) */
-  fusion_cc_free(k1);
-  fusion_cc_free(k2);
+  exec_fusion_cc_free(k1);
+  exec_fusion_cc_free(k2);
   overwrite(so, "not a shared object");
-  fusion_cc_set_mode(2);
-  CHECK(fusion_cc_compile(src) == NULL);
+  exec_fusion_cc_set_mode(2);
+  CHECK(exec_fusion_cc_compile(src) == NULL);
   CHECK(access(so, F_OK) != 0);
   /* with the compiler back it is rebuilt and kept again */
   setenv("PATH", saved_path ? saved_path : "/usr/bin:/bin", 1);
-  fusion_cc_set_mode(2);
-  fusion_cc_kernel *k3 = fusion_cc_compile(src);
+  exec_fusion_cc_set_mode(2);
+  fusion_cc_kernel *k3 = exec_fusion_cc_compile(src);
   CHECK_MSG(k3 != NULL, "rebuild: %s", kiln_last_error());
   CHECK(access(so, F_OK) == 0);
   /* a kept source that differs (a hash collision, a stale file): not used */
   overwrite(c, "/* some other kernel */\n");
   setenv("PATH", "/nonexistent", 1);
-  fusion_cc_set_mode(2);
-  int64_t loaded1 = fusion_cc_files_loaded();
-  CHECK(fusion_cc_compile(src) == NULL);
-  CHECK(fusion_cc_files_loaded() == loaded1);
+  exec_fusion_cc_set_mode(2);
+  int64_t loaded1 = exec_fusion_cc_files_loaded();
+  CHECK(exec_fusion_cc_compile(src) == NULL);
+  CHECK(exec_fusion_cc_files_loaded() == loaded1);
   setenv("PATH", saved_path ? saved_path : "/usr/bin:/bin", 1);
   if (saved_dir)
     setenv("KILN_CACHE_DIR", saved_dir, 1);
   else
     unsetenv("KILN_CACHE_DIR");
-  fusion_cc_set_mode(prev);
+  exec_fusion_cc_set_mode(prev);
   kiln_clear_error();
-  fusion_cc_free(k3);
+  exec_fusion_cc_free(k3);
   core_free(src);
   unlink(so);
   unlink(c);
@@ -809,17 +809,17 @@ TEST(fusion_native_one_element_input_of_another_dtype) {
                             "  %z : Tensor = aten::mul(%y, %x)\n"
                             "  return (%z)\n";
   ir_graph *g = ir_graph_parse(text, strlen(text));
-  fused_group *f = g ? fused_group_new(g) : NULL;
+  fused_group *f = g ? exec_fused_group_new(g) : NULL;
   CHECK(f != NULL);
   int64_t n = 1000, one = 1, three = 3;
   kiln_generator *gen = kiln_generator_new(24);
   kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, gen);
   kiln_tensor *c = kiln_from_data(&three, 1, &one, KILN_DTYPE_I64);
   for (int mode = 0; mode <= 2; mode += 2) {
-    int prev = fusion_cc_set_mode(mode);
+    int prev = exec_fusion_cc_set_mode(mode);
     exec_value in[2] = {TV(x), TV(c)}, out[1] = {{0}};
-    CHECK(f && fused_group_run(f, in, out) == 0);
-    fusion_cc_set_mode(prev);
+    CHECK(f && exec_fused_group_run(f, in, out) == 0);
+    exec_fusion_cc_set_mode(prev);
     if (out[0].tag == EXEC_V_TENSOR) {
       const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(out[0].t);
       int64_t bad = 0;
@@ -828,7 +828,7 @@ TEST(fusion_native_one_element_input_of_another_dtype) {
     }
     exec_value_clear(&out[0]);
   }
-  fused_group_free(f);
+  exec_fused_group_free(f);
   ir_graph_free(g);
   kiln_generator_free(gen);
   kiln_scope_end();
@@ -887,15 +887,15 @@ TEST(fusion_native_random_chains_match_tiles) {
     }
     snprintf(text + len, sizeof text - (size_t)len, "  return (%%s%d)\n", n_steps - 1);
     ir_graph *g = ir_graph_parse(text, strlen(text));
-    fused_group *f = g ? fused_group_new(g) : NULL;
+    fused_group *f = g ? exec_fused_group_new(g) : NULL;
     CHECK_MSG(f != NULL, "%s: %s", text, kiln_last_error());
     exec_value out[2][1] = {{{0}}, {{0}}};
     int rc[2];
     int64_t native0 = kiln_fused_kernels_native();
     for (int m = 0; m < 2; m++) {
-      int prev = fusion_cc_set_mode(m ? 2 : 0);
-      rc[m] = f ? fused_group_run(f, in, out[m]) : -1;
-      fusion_cc_set_mode(prev);
+      int prev = exec_fusion_cc_set_mode(m ? 2 : 0);
+      rc[m] = f ? exec_fused_group_run(f, in, out[m]) : -1;
+      exec_fusion_cc_set_mode(prev);
       kiln_clear_error();
     }
     native_runs += kiln_fused_kernels_native() > native0;
@@ -907,7 +907,7 @@ TEST(fusion_native_random_chains_match_tiles) {
     }
     exec_value_clear(&out[0][0]);
     exec_value_clear(&out[1][0]);
-    fused_group_free(f);
+    exec_fused_group_free(f);
     ir_graph_free(g);
     kiln_scope_end();
   }

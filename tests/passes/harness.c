@@ -92,7 +92,7 @@ fail:
 /* ---- running and comparing ------------------------------------------------------------- */
 
 int th_run(const ir_graph *g, const exec_value *in, exec_value *out, int max_out) {
-  exec_code *c = exec_compile(g, NULL);
+  exec_code *c = exec_compile(g, &exec_fusion_compile_opts);
   if (!c) return -1;
   int n = c->n_outputs;
   if (n > max_out) {

@@ -5,7 +5,7 @@
 #ifndef KILN_TESTS_PASSES_HARNESS_H
 #define KILN_TESTS_PASSES_HARNESS_H
 
-#include "exec/compile.h"
+#include "exec/fusion.h"
 #include "passes/passes.h"
 #include "test.h"
 

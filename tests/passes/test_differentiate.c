@@ -1,7 +1,7 @@
 /* tests/passes/test_differentiate.c: differentiation by tracing: the
  * forward and backward graphs compute the outputs and exactly the gradients
  * asked for, equal to eager autograd's. */
-#include "exec/compile.h"
+#include "exec/fusion.h"
 #include "passes/autodiff.h"
 #include "test.h"
 
@@ -16,7 +16,7 @@ static const char *TANH_LINEAR = "graph(%x : Tensor,\n"
 
 /* runs graph g on tensors (borrowed); outputs get new refs */
 static int run(const ir_graph *g, kiln_tensor **ins, int n_in, kiln_tensor **outs, int n_out) {
-  exec_code *c = exec_compile(g, NULL);
+  exec_code *c = exec_compile(g, &exec_fusion_compile_opts);
   if (!c) return -1;
   exec_value in[16], out[16] = {{0}};
   for (int i = 0; i < n_in; i++) in[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = ins[i]};
