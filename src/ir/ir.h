@@ -475,4 +475,10 @@ int ir_kind_resolve(const char *name, ir_value *const *inputs, int n_inputs,
 /* The prims.def entry named name (first one), or -1. */
 int ir_prim_find(const char *name);
 
+/* The public graph handle (include/kiln.h): one owned IR graph. Made and
+ * freed by the graph text API (src/ir/api.c); exec's kiln_function reads g. */
+struct kiln_graph {
+  ir_graph *g;
+};
+
 #endif
