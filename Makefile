@@ -13,15 +13,13 @@ ifeq ($(FUZZ),1)
   # libFuzzer targets (make fuzz): clang, ASan+UBSan, coverage for the fuzzer.
   CC := clang
   BUILD := build-fuzz
-  OPT := -O1 -g -march=native -fno-omit-frame-pointer \
+  OPT := -O1 -g -fno-omit-frame-pointer \
          -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
 else ifeq ($(SAN),1)
   BUILD := build-san
-  # -march=native: the release build's kernels (kiln's AVX-512 sgemm is
-  # compiled only for AVX-512 targets), under the sanitizers too.
   # float-cast-overflow: gcc's "undefined" leaves it out (clang's includes
   # it: the run fuzzer found float -> int64 conversions out of range).
-  OPT := -O1 -g -march=native -fno-omit-frame-pointer \
+  OPT := -O1 -g -fno-omit-frame-pointer \
          -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all
 else
   BUILD := build
@@ -34,15 +32,19 @@ else
   # -fno-trapping-math: kiln never enables FP traps; without it gcc masks every
   # op under a select (x != x ? x : y) instead of computing both sides and
   # blending, another ~20% on the transcendental tiles. Results are unchanged.
-  OPT := -O2 -g -march=native -fvect-cost-model=dynamic $(FP_FLAGS)
+  # No -march: the library is built for the x86-64 baseline, its hot kernels
+  # once more per CPU level and chosen at run time (Note [CPU levels] in
+  # src/core/cpu.h), so what one machine builds runs on any x86-64.
+  OPT := -O2 -g -fvect-cost-model=dynamic $(FP_FLAGS)
 endif
 CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc \
           -I$(BUILD)/gen
 # Native fused kernels (Note [Native kernels] in src/exec/fusion_cc.c) are
 # compiled at run time with the release build's floating-point flags, so
 # their values equal the tile kernels' (the sanitizer builds' -O1 tiles
-# compute the same values: no contraction, no fast-math in either).
-NATIVE_CFLAGS := -std=c11 -O2 -march=native -fvect-cost-model=dynamic $(FP_FLAGS)
+# compute the same values: no contraction, no fast-math in either). The
+# -march of the CPU level in use is added at run time (fusion_cc.c).
+NATIVE_CFLAGS := -std=c11 -O2 -fvect-cost-model=dynamic $(FP_FLAGS)
 LDFLAGS := $(OPT) -fopenmp
 LIBS := -lopenblas -ljansson -lz -lm
 

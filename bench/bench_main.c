@@ -246,11 +246,12 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 static void print_env(const bench_opts *o) {
   static const char *vars[] = {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY",
                                "GOMP_SPINCOUNT", "OPENBLAS_THREAD_TIMEOUT", "OMP_PROC_BIND",
-                               "KILN_NATIVE_FUSION", "KILN_CC"};
+                               "KILN_NATIVE_FUSION", "KILN_CC", "KILN_CPU",
+                               "KILN_NUM_THREADS"};
   FILE *f = o->json ? stderr : stdout;
-  fprintf(f, "kiln bench: %ld CPUs, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
-          sysconf(_SC_NPROCESSORS_ONLN), omp_get_max_threads(), openblas_get_num_threads(),
-          openblas_get_config());
+  fprintf(f, "kiln bench: %ld CPUs, cpu level %s, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
+          sysconf(_SC_NPROCESSORS_ONLN), kiln_cpu_level(), omp_get_max_threads(),
+          openblas_get_num_threads(), openblas_get_config());
   bool any = false;
   for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
     if (getenv(vars[i])) fprintf(f, " %s=%s", vars[i], getenv(vars[i])), any = true;

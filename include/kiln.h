@@ -158,6 +158,19 @@ KILN_API kiln_status kiln_copy_(kiln_tensor *dst, const kiln_tensor *src);
 /* Fills t with value in place. */
 KILN_API kiln_status kiln_fill_(kiln_tensor *t, double value);
 
+/* ---- CPU level and threads --------------------------------------------- */
+/* The instruction-set level kiln's kernels run at: "baseline", "avx2" or
+ * "avx512", chosen at first use from the CPU and lowered by the environment
+ * variable KILN_CPU (README: CPU levels). A static string. */
+KILN_API const char *kiln_cpu_level(void);
+/* The number of threads kiln's parallel regions use from now on (n >= 1;
+ * larger than the cores available to the process is capped to them).
+ * KILN_ERR_INVALID for n < 1. Default: KILN_NUM_THREADS, else
+ * OMP_NUM_THREADS, else the available cores (README: Threads). */
+KILN_API kiln_status kiln_set_num_threads(int n);
+/* The number of threads kiln's parallel regions use. */
+KILN_API int kiln_get_num_threads(void);
+
 /* ===================================================================== */
 /* ops: every function below is one entry of the op table                 */
 /* ===================================================================== */

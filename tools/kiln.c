@@ -23,7 +23,8 @@ static int usage(void) {
           "  kiln train [--model mlp|cnn|lstm] [--mode eager|jit|lazy] [--epochs N] ...\n"
           "      (kiln train --help lists every option)\n"
           "  kiln eval CHECKPOINT [--data DIR]\n"
-          "  kiln bench [--json] [--filter SUBSTR]\n");
+          "  kiln bench [--json] [--filter SUBSTR]\n"
+          "  kiln --version\n");
   return 2;
 }
 
@@ -290,6 +291,10 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "train") == 0) return kiln_cmd_train(argc - 2, argv + 2);
   if (strcmp(argv[1], "eval") == 0) return kiln_cmd_eval(argc - 2, argv + 2);
   if (strcmp(argv[1], "bench") == 0) return kiln_bench_main(argc - 2, argv + 2);
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("kiln 0.1.0 (cpu level %s)\n", kiln_cpu_level());
+    return 0;
+  }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
     usage();
     return 0;

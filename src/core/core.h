@@ -243,4 +243,7 @@ uint64_t core_rand_u64(kiln_generator *g);
 double core_rand_double(kiln_generator *g);
 double core_rand_normal(kiln_generator *g);
 
+/* ---- instruction-set levels (cpu.c, Note [CPU levels]) ----------------- */
+#include "cpu.h"
+
 #endif

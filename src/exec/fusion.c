@@ -19,9 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
-#if defined(__AVX__)
 #include <immintrin.h>
-#endif
 
 #include "fusion.h"
 #include "fusion_cc.h"
@@ -391,25 +389,32 @@ static char *scratch(int which, size_t n) {
  * buffer and then copied out; when they are bigger than the caches, the
  * copy uses non-temporal stores, which skip the read-for-ownership of
  * every output line (a third of the memory traffic of x -> f(x)). With
- * AVX-512 each store writes a whole 64-byte line. */
-#if defined(__AVX512F__)
-#define STREAM_BYTES 64
-#define STREAM_ONE(d, s) _mm512_stream_ps((float *)(d), _mm512_load_ps((const float *)(s)))
-#elif defined(__AVX__)
-#define STREAM_BYTES 32
-#define STREAM_ONE(d, s) _mm256_stream_ps((float *)(d), _mm256_load_ps((const float *)(s)))
-#endif
+ * AVX-512 each store writes a whole 64-byte line; the store width follows
+ * the CPU level (Note [CPU levels]), SSE2's 16 bytes at the baseline. */
+CORE_TARGET_AVX512 static void stream_512(char *dst, const char *src, size_t nbytes) {
+  for (size_t k = 0; k < nbytes; k += 64)
+    _mm512_stream_ps((float *)(dst + k), _mm512_load_ps((const float *)(src + k)));
+}
+CORE_TARGET_AVX2 static void stream_256(char *dst, const char *src, size_t nbytes) {
+  for (size_t k = 0; k < nbytes; k += 32)
+    _mm256_stream_ps((float *)(dst + k), _mm256_load_ps((const float *)(src + k)));
+}
+static void stream_128(char *dst, const char *src, size_t nbytes) {
+  for (size_t k = 0; k < nbytes; k += 16)
+    _mm_stream_ps((float *)(dst + k), _mm_load_ps((const float *)(src + k)));
+}
 
 static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
-#if defined(STREAM_BYTES)
-  if (stream && ((uintptr_t)dst & (STREAM_BYTES - 1)) == 0) {
-    size_t k = 0;
-    for (; k + STREAM_BYTES <= nbytes; k += STREAM_BYTES) STREAM_ONE(dst + k, src + k);
+  int level = core_cpu_level();
+  size_t width = level == CORE_CPU_AVX512 ? 64 : level == CORE_CPU_AVX2 ? 32 : 16;
+  if (stream && ((uintptr_t)dst & (width - 1)) == 0) {
+    size_t k = nbytes / width * width;
+    if (level == CORE_CPU_AVX512) stream_512(dst, src, k);
+    else if (level == CORE_CPU_AVX2) stream_256(dst, src, k);
+    else stream_128(dst, src, k);
     memcpy(dst + k, src + k, nbytes - k);
     return;
   }
-#endif
-  (void)stream;
   memcpy(dst, src, nbytes);
 }
 
@@ -436,11 +441,7 @@ int64_t exec_fusion_llc_bytes(void) {
   return bytes;
 }
 
-static void store_fence(void) {
-#if defined(__AVX__)
-  _mm_sfence();
-#endif
-}
+static void store_fence(void) { _mm_sfence(); }
 
 
 static int run_plain(fused_group *f, exec_value *in, exec_value *out) {

@@ -187,8 +187,8 @@ static uint64_t cpu_key(void) {
 
 char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   core_strbuf b = {0};
-  put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c), cpu %016llx */\n",
-      (unsigned long long)cpu_key());
+  put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c), cpu %016llx, level %s */\n",
+      (unsigned long long)cpu_key(), core_cpu_level_name(core_cpu_level()));
   put(&b,
       "#include <math.h>\n#include <stdbool.h>\n#include <stdint.h>\n"
       "typedef struct op_attrs { double s[%d]; } op_attrs;\n%s\n",
@@ -281,6 +281,11 @@ static int run_cc(const char *cc, const char *c_path, const char *so_path, const
   argv[argc++] = (char *)cc;
   for (char *tok = strtok_r(flags, " ", &save); tok && argc < 54; tok = strtok_r(NULL, " ", &save))
     argv[argc++] = tok;
+  /* the CPU level in use (Note [CPU levels]; named in the source, so in the
+   * kernel file's key too): the kernel runs wherever the tiles do */
+  static const char *const march[CORE_CPU_LEVELS] = {"-march=x86-64", "-march=x86-64-v3",
+                                                     "-march=x86-64-v4"};
+  argv[argc++] = (char *)march[core_cpu_level()];
   argv[argc++] = "-shared";
   argv[argc++] = "-fPIC";
   argv[argc++] = "-o";

@@ -157,10 +157,12 @@ void op_ew_operand_init(ew_operand *o, const kiln_tensor *t, int ndim, const int
 
 /* Typed strided runs: dst[j] = (D)src[j * stride] for every pair of dtypes
  * (bool results are 0/1), so gathering a converted operand is one plain
- * loop per run, not a call per element. */
+ * loop per run, not a call per element; each compiled per CPU level (Note
+ * [CPU levels]). */
 typedef void (*run_fn)(void *dst, const void *src, int64_t stride, int64_t n);
 #define RUN(SN, ST, DN, DT, CONV)                                                \
-  static void run_##SN##_##DN(void *dst_, const void *src_, int64_t stride, int64_t n) { \
+  CORE_CLONES(run_##SN##_##DN, (void *dst_, const void *src_, int64_t stride, int64_t n), \
+              (dst_, src_, stride, n)) {                                 \
     DT *restrict dst = dst_;                                                     \
     const ST *restrict src = src_;                                               \
     if (stride == 1)                                                             \

@@ -124,9 +124,9 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
   bool by_rows = M >= N;
   int64_t len = by_rows ? M : N;
   /* slices a whole number of the kernel's panels long (kiln's sgemm: 12
-   * rows or 32 columns; OpenBLAS's Haswell kernels: 16), so no thread
-   * runs a partial panel in the middle of C */
-  int64_t unit = dt != KILN_DTYPE_F32 || !OP_SGEMM_NATIVE ? 16 : by_rows ? 12 : 32;
+   * rows or 32 columns at AVX-512, 6 or 16 at AVX2; OpenBLAS's Haswell
+   * kernels: 16), so no thread runs a partial panel in the middle of C */
+  int64_t unit = dt != KILN_DTYPE_F32 ? 16 : op_sgemm_panel(by_rows);
   int64_t chunk = ((len + nt - 1) / nt + unit - 1) / unit * unit;
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int t = 0; t < nt; t++) {

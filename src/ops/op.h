@@ -267,17 +267,24 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
 /* kiln's own float32 GEMM (Note [kiln sgemm], sgemm.c): C = alpha op(A)
  * op(B) + beta D, row-major, on the calling thread; D is C when NULL, else
  * row i of D starts at D + i * ldd (ldd 0 repeats one row: a bias) and may
- * be C itself. Returns false (and touches nothing) when the build has no
- * AVX-512 kernel, a size is not positive, or its packing buffers cannot be
- * allocated; the caller then uses BLAS. */
-#if defined(__AVX512F__)
-#define OP_SGEMM_NATIVE 1
-#else
-#define OP_SGEMM_NATIVE 0
-#endif
+ * be C itself. Returns false (and touches nothing) when the CPU level
+ * (Note [CPU levels]) has no kernel (baseline), a size is not positive, or
+ * its packing buffers cannot be allocated; the caller then uses BLAS. */
+#define OP_SGEMM_NATIVE (core_cpu_level() >= CORE_CPU_AVX2)
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                      const float *D, int64_t ldd, float *C, int64_t ldc);
+/* The AVX2+FMA kernel behind op_sgemm_native (sgemm_avx2.c), same contract. */
+bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                   const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                   const float *D, int64_t ldd, float *C, int64_t ldc);
+/* The current level's micro-tile: its rows (rows) or columns, so that
+ * op_gemm's threads split C on whole panels (16 where BLAS runs). */
+int op_sgemm_panel(bool rows);
+/* This thread's packing buffer `which` (0: A, 1: B), grown to at least n
+ * floats, 64-byte aligned, kept for the thread's life (Note [Thread exit]);
+ * NULL when it cannot grow. */
+float *op_sgemm_pack(int which, size_t n);
 
 /* The addend of a GEMM, C = alpha op(A) op(B) + beta D: D[i, j] is at
  * data + (i * rs + j * cs) elements (a 0 stride broadcasts, as addmm's

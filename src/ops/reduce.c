@@ -129,9 +129,13 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
  * `omp simd` so that their reductions vectorize (they may reassociate:
  * partial sums per lane, combined at the end). max/min loops track NaN
  * separately so that they vectorize; arg-max is two passes: the max (fast),
- * then the first position holding it. */
+ * then the first position holding it. The item kernels are compiled per CPU
+ * level (Note [CPU levels]), the run helpers inlined into each copy; the
+ * lane count of the vector sums follows the level's width, so float sums
+ * may differ between levels in the last bits. */
+#define RED_INLINE static inline __attribute__((always_inline))
 #define DEF_RED(SUF, T, A, F, ISNAN, NANV)                                        \
-  static A run_sum_##SUF(const T *x, int64_t n, int64_t s) {                      \
+  RED_INLINE A run_sum_##SUF(const T *x, int64_t n, int64_t s) {                  \
     A acc = 0;                                                                    \
     if (s == 1) {                                                                 \
       _Pragma("omp simd reduction(+ : acc)")                                      \
@@ -141,7 +145,7 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
     }                                                                             \
     return acc;                                                                   \
   }                                                                               \
-  static double run_sq_##SUF(const T *x, int64_t n, int64_t s, double m) {        \
+  RED_INLINE double run_sq_##SUF(const T *x, int64_t n, int64_t s, double m) {    \
     double acc = 0;                                                               \
     if (s == 1) {                                                                 \
       _Pragma("omp simd reduction(+ : acc)")                                      \
@@ -158,7 +162,7 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
     return acc;                                                                   \
   }                                                                               \
   /* The max (mx) or min of n >= 1 elements; NaN if any is NaN. */               \
-  static T run_best_##SUF(const T *x, int64_t n, int64_t s, bool mx) {            \
+  RED_INLINE T run_best_##SUF(const T *x, int64_t n, int64_t s, bool mx) {        \
     T b = x[0];                                                                   \
     int nan = 0;                                                                  \
     if (s == 1 && mx) {                                                           \
@@ -186,7 +190,7 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
   }                                                                               \
   /* Index of the first max (mx) or min of n >= 1 elements (the first NaN if   \
    * any); its value in *best. */                                                \
-  static int64_t run_arg_##SUF(const T *x, int64_t n, int64_t s, bool mx, T *best) { \
+  RED_INLINE int64_t run_arg_##SUF(const T *x, int64_t n, int64_t s, bool mx, T *best) { \
     T b = run_best_##SUF(x, n, s, mx);                                            \
     int64_t j = 0;                                                                \
     if (ISNAN(b))                                                                 \
@@ -197,8 +201,8 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
     return j;                                                                     \
   }                                                                               \
   /* One output element o, reduced linear positions [q0, q1). */                 \
-  static void inner_item_##SUF(const red_plan *p, int64_t o, int64_t q0, int64_t q1, \
-                               r_val *pv, int64_t *pi) {                          \
+  CORE_CLONES(inner_item_##SUF, (const red_plan *p, int64_t o, int64_t q0, int64_t q1, \
+                                 r_val *pv, int64_t *pi), (p, o, q0, q1, pv, pi)) { \
     int64_t ioff = 0, ooff = 0;                                                   \
     decode(p, p->kd, p->nk, o, &ioff, &ooff);                                     \
     const T *x = (const T *)p->base + ioff;                                       \
@@ -234,8 +238,9 @@ static inline void decode(const red_plan *p, const int *dims, int n, int64_t lin
     if (pi) pi[ooff] = bi;                                                        \
   }                                                                               \
   /* Outputs j0..j0+w-1 of the innermost dim in group g, reduced [r0, r1). */    \
-  static void outer_item_##SUF(const red_plan *p, int64_t g, int64_t j0, int64_t w, \
-                               int64_t r0, int64_t r1, r_val *pv, int64_t *pi) {  \
+  CORE_CLONES(outer_item_##SUF, (const red_plan *p, int64_t g, int64_t j0, int64_t w, \
+                                 int64_t r0, int64_t r1, r_val *pv, int64_t *pi),  \
+              (p, g, j0, w, r0, r1, pv, pi)) {                                    \
     int64_t ioff = 0, ooff = 0, s = p->s;                                         \
     decode(p, p->kd, p->nk, g, &ioff, &ooff);                                     \
     const T *x = (const T *)p->base + ioff + j0 * s;                              \

@@ -1,11 +1,12 @@
-/* src/ops/sgemm.c: kiln's own float32 GEMM for AVX-512 machines.
+/* src/ops/sgemm.c: kiln's own float32 GEMM: the dispatch between its
+ * kernels by CPU level, their packing buffers, and the AVX-512 kernel.
  *
  * Note [kiln sgemm]: OpenBLAS picks its kernels from OPENBLAS_CORETYPE, and
  * where that names an AVX2 core (this machine's environment says Haswell)
- * an AVX-512 CPU runs GEMM at half its width. kiln's own kernel, compiled
- * in when the build targets AVX-512 (-march=native on such a machine), does
- * the float32 products op_gemm hands it; everything else (float64, GEMV,
- * tiny products, builds without AVX-512) stays with OpenBLAS.
+ * an AVX-512 CPU runs GEMM at half its width. kiln's own kernels, one per
+ * CPU level (Note [CPU levels]): this file's for AVX-512, sgemm_avx2.c's
+ * for AVX2+FMA, do the float32 products op_gemm hands them; everything else
+ * (float64, GEMV, tiny products, the baseline level) stays with OpenBLAS.
  *
  * It is the textbook layering (Goto; BLIS): for each NC-wide column block
  * of C and KC-deep slice of K, op(B) is packed into NR-wide panels laid out
@@ -23,14 +24,12 @@
  * C itself or another matrix (addmm's self, a broadcast bias row), so no
  * pass copies it into C first; beta 0 never reads it, so NaNs there do not
  * propagate, as BLAS. Later slices add to C. Threading is op_gemm's
- * (Note [BLAS threads]): each thread calls this on its own slice of C. */
+ * (Note [BLAS threads]): each thread calls this on its own slice of C.
+ * The AVX-512 code is compiled for that level alone (the pragma below);
+ * it runs only when core_cpu_level() says the CPU has it. */
 #include "op.h"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-
-enum { MR = 12, NR = 32, KC = 256, MC = 144, NC = 2048 };
-#define PANEL ((__mmask16)((1u << MR) - 1)) /* the MR lanes of an A panel row */
 
 /* Per-thread packing buffers, grown once and kept for the thread's life
  * (a step calls GEMM dozens of times; a fresh buffer would page-fault every
@@ -55,6 +54,17 @@ static void release_packs(void) {
 }
 
 __attribute__((constructor)) static void sgemm_ctor(void) { core_thread_on_exit(release_packs); }
+
+float *op_sgemm_pack(int which, size_t n) {
+  return which ? grow(&pack_b, &cap_b, n) : grow(&pack_a, &cap_a, n);
+}
+
+/* ---- the AVX-512 kernel ----------------------------------------------------- */
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt")
+
+enum { MR = 12, NR = 32, KC = 256, MC = 144, NC = 2048 };
+#define PANEL ((__mmask16)((1u << MR) - 1)) /* the MR lanes of an A panel row */
 
 /* 16 x 16 transpose of r[0..15] in registers. */
 static inline void transpose16(__m512 r[16]) {
@@ -191,15 +201,13 @@ static void micro(int64_t kc, const float *a, const float *b, const float *d, in
   }
 }
 
-bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     const float *D, int64_t ldd, float *C, int64_t ldc) {
-  if (!D) D = C, ldd = ldc;
-  if (M <= 0 || N <= 0 || K <= 0) return false;
+static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
+                         const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                         const float *D, int64_t ldd, float *C, int64_t ldc) {
   int64_t nslices = (K + KC - 1) / KC, kcmax = (K + nslices - 1) / nslices;
   int64_t ncmax = N < NC ? N : NC, mcmax = M < MC ? M : MC;
-  float *bp = grow(&pack_b, &cap_b, (size_t)((ncmax + NR - 1) / NR * NR * kcmax));
-  float *ap = grow(&pack_a, &cap_a, (size_t)((mcmax + MR - 1) / MR * MR * kcmax));
+  float *bp = op_sgemm_pack(1, (size_t)((ncmax + NR - 1) / NR * NR * kcmax));
+  float *ap = op_sgemm_pack(0, (size_t)((mcmax + MR - 1) / MR * MR * kcmax));
   if (!bp || !ap) return false;
   for (int64_t jc = 0; jc < N; jc += NC) {
     int64_t nc = N - jc < NC ? N - jc : NC;
@@ -230,14 +238,27 @@ bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float al
   return true;
 }
 
-#else
+#pragma GCC pop_options
 
+/* ---- dispatch ---------------------------------------------------------------- */
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                      const float *D, int64_t ldd, float *C, int64_t ldc) {
-  (void)ta, (void)tb, (void)M, (void)N, (void)K, (void)alpha, (void)A, (void)lda, (void)B;
-  (void)ldb, (void)beta, (void)D, (void)ldd, (void)C, (void)ldc;
-  return false;
+  if (!D) D = C, ldd = ldc;
+  if (M <= 0 || N <= 0 || K <= 0) return false;
+  switch (core_cpu_level()) {
+  case CORE_CPU_AVX512:
+    return sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc);
+  case CORE_CPU_AVX2:
+    return op_sgemm_avx2(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc);
+  default: return false;
+  }
 }
 
-#endif
+int op_sgemm_panel(bool rows) {
+  switch (core_cpu_level()) {
+  case CORE_CPU_AVX512: return rows ? MR : NR;
+  case CORE_CPU_AVX2: return rows ? 6 : 16; /* sgemm_avx2.c's MR, NR */
+  default: return 16;
+  }
+}

@@ -40,10 +40,12 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
 
 /* Row kernels (the dim is the last: contiguous rows of n) and column-block
  * kernels (w neighbouring columns of stride `inner`, the dim has stride
- * inner). Sums of exponentials accumulate in double. NaN anywhere in a row
+ * inner), compiled per CPU level (Note [CPU levels]: the vector sums
+ * group their terms by the level's width, so the levels' results may
+ * differ in the last bit). Sums of exponentials accumulate in double. NaN anywhere in a row
  * gives a NaN row, as in PyTorch. */
 #define DEF_SM(SUF, T, EXP)                                                       \
-  static void row_##SUF(const T *x, T *y, int64_t n, bool lg) {                   \
+  CORE_CLONES(row_##SUF, (const T *x, T *y, int64_t n, bool lg), (x, y, n, lg)) { \
     T mx = x[0];                                                                  \
     int nan = 0;                                                                  \
     _Pragma("omp simd reduction(max : mx) reduction(| : nan)")                    \
@@ -69,8 +71,8 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
       for (int64_t j = 0; j < n; j++) y[j] *= inv;                                \
     }                                                                             \
   }                                                                               \
-  static void cols_##SUF(const T *x, T *y, int64_t n, int64_t inner, int64_t w,   \
-                         bool lg) {                                               \
+  CORE_CLONES(cols_##SUF, (const T *x, T *y, int64_t n, int64_t inner, int64_t w, \
+                           bool lg), (x, y, n, inner, w, lg)) {                   \
     T mx[SM_W];                                                                   \
     double s[SM_W];                                                               \
     for (int64_t k = 0; k < w; k++) mx[k] = x[k], s[k] = 0;                       \
@@ -125,7 +127,8 @@ DEF_SM(f64, double, exp)
 #define SHORT_N 32
 #define SHORT_CHUNK 4096
 
-static void short_rows_f32(const float *x, float *y, int64_t rows, int64_t n, bool lg) {
+CORE_CLONES(short_rows_f32, (const float *x, float *y, int64_t rows, int64_t n, bool lg),
+            (x, y, rows, n, lg)) {
   float e[SHORT_CHUNK], mx[SHORT_CHUNK];
   int64_t per = SHORT_CHUNK / n;
   for (int64_t r0 = 0; r0 < rows; r0 += per) {

@@ -4,7 +4,9 @@
  * keeps its expression as text (fn##_src, an op_tile_src), from which the
  * fused executor compiles a whole group into one loop (Note [Native
  * kernels] in src/exec/fusion_cc.c): the kernel and its text are one
- * definition, so they cannot disagree. */
+ * definition, so they cannot disagree. Each tile is compiled once per
+ * instruction-set level and dispatched at run time (CORE_CLONES, Note [CPU
+ * levels] in src/core/cpu.h). */
 #ifndef KILN_TILE_H
 #define KILN_TILE_H
 
@@ -18,8 +20,8 @@
 /* out[i] = expr, with `a` = in[0][i] (type T) and `at` the attributes. */
 #define TILE_UNARY(fn, T, OT, expr)                                             \
   TILE_SRC(fn, 1, T, OT, expr)                                                  \
-  static void fn(void *out_, const void *const *in_, int64_t n,                \
-                 const op_attrs *at) {                                         \
+  CORE_CLONES(fn, (void *out_, const void *const *in_, int64_t n,              \
+                   const op_attrs *at), (out_, in_, n, at)) {                  \
     OT *restrict out = out_;                                                   \
     const T *restrict x = in_[0];                                              \
     (void)at;                                                                  \
@@ -32,8 +34,8 @@
 /* out[i] = expr, with `a` = in[0][i], `b` = in[1][i]. */
 #define TILE_BINARY(fn, T, OT, expr)                                            \
   TILE_SRC(fn, 2, T, OT, expr)                                                  \
-  static void fn(void *out_, const void *const *in_, int64_t n,                \
-                 const op_attrs *at) {                                         \
+  CORE_CLONES(fn, (void *out_, const void *const *in_, int64_t n,              \
+                   const op_attrs *at), (out_, in_, n, at)) {                  \
     OT *restrict out = out_;                                                   \
     const T *restrict x = in_[0];                                              \
     const T *restrict y = in_[1];                                              \
@@ -47,8 +49,8 @@
 /* out[i] = expr, with `c`, `a`, `b` = in[0..2][i]. */
 #define TILE_TERNARY(fn, T, OT, expr)                                           \
   TILE_SRC(fn, 3, T, OT, expr)                                                  \
-  static void fn(void *out_, const void *const *in_, int64_t n,                \
-                 const op_attrs *at) {                                         \
+  CORE_CLONES(fn, (void *out_, const void *const *in_, int64_t n,              \
+                   const op_attrs *at), (out_, in_, n, at)) {                  \
     OT *restrict out = out_;                                                   \
     const T *restrict z = in_[0];                                              \
     const T *restrict x = in_[1];                                              \

@@ -10,7 +10,9 @@
  * what the compiler sees at once, and a fused kernel compiled from several
  * ops' expressions (Note [Native kernels]) gives exactly the values the
  * ops give one at a time. The polynomials here use fmaf where it is
- * faster and no less accurate; -march=native makes it one instruction. */
+ * faster and no less accurate; at the AVX2 and AVX-512 levels (Note [CPU
+ * levels]) it is one instruction, at the baseline a call to libm's exact
+ * fmaf: the same value either way. */
 #ifndef KILN_OPS_VMATH_H
 #define KILN_OPS_VMATH_H
 

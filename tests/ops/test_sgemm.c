@@ -71,29 +71,36 @@ static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad,
 }
 
 TEST(sgemm_native_matches_double_loop) {
-  if (!OP_SGEMM_NATIVE) {
-    /* a build without AVX-512 declines every product, so BLAS runs them */
-    float a = 1, b = 1, c = 0;
-    CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1));
-    test_note("no AVX-512 in this build: kiln's sgemm is off, OpenBLAS runs float32 GEMM");
-    return;
-  }
-  /* panel edges (MR 12, NR 32, 16-wide transposes), two K slices (KC 256),
-   * two row blocks (MC 144), two column blocks (NC 2048) */
-  static const int64_t shapes[][3] = {{1, 1, 1},    {12, 32, 16},  {13, 33, 17},  {11, 31, 15},
-                                      {25, 47, 257}, {150, 70, 40}, {5, 2100, 20}, {40, 16, 600}};
+  int saved = core_cpu_level(), max = core_cpu_max_level(), runs = 0, bad = 0;
+  /* the baseline level declines every product, so BLAS runs them */
+  float a = 1, b = 1, c = 0;
+  core_cpu_set_level(CORE_CPU_BASELINE);
+  CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1));
+  /* panel edges of both kernels (AVX-512: MR 12, NR 32, 16-wide transposes;
+   * AVX2: MR 6, NR 16, 8-wide transposes), two K slices (KC 256), two row
+   * blocks (MC 144), two column blocks (NC 2048) */
+  static const int64_t shapes[][3] = {{1, 1, 1},     {12, 32, 16},  {13, 33, 17}, {11, 31, 15},
+                                      {25, 47, 257}, {150, 70, 40}, {5, 2100, 20}, {40, 16, 600},
+                                      {6, 16, 8},    {7, 17, 9},    {5, 15, 7},   {2, 9, 3},
+                                      {18, 8, 513},  {145, 24, 1}};
   static const float ab[][2] = {{1, 0}, {0.75f, 1}, {-1.5f, -0.5f}};
-  unsigned seed = 7;
-  int bad = 0, runs = 0;
-  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-    for (int t = 0; t < 4; t++) {
-      const float *p = ab[(s + (size_t)t) % 3];
-      bad += check_one(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 3),
-                       p[0], p[1], (int)(s + (size_t)t / 2) % 3, &seed);
-      runs++;
-    }
+  for (int l = CORE_CPU_AVX2; l <= max; l++) {
+    core_cpu_set_level(l);
+    unsigned seed = 7;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+      for (int t = 0; t < 4; t++)
+        for (int e = 0; e < 3; e++) { /* every alpha/beta with every addend */
+          const float *p = ab[(s + (size_t)t + (size_t)e) % 3];
+          int n = check_one(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 3),
+                            p[0], p[1], e, &seed);
+          if (n) test_note("at level %s", core_cpu_level_name(l));
+          bad += n;
+          runs++;
+        }
+  }
+  core_cpu_set_level(saved);
   CHECK_EQ_INT(bad, 0);
-  test_note("%d products", runs);
+  test_note("%d products at levels avx2..%s", runs, core_cpu_level_name(max));
 }
 
 /* Through kiln_mm at the default thread count: the product is split into
