@@ -95,8 +95,9 @@ void ag_node_release(ag_node *n);
 /* The edge through which gradient for t flows: its grad_fn, or its
  * (created on demand) AccumulateGrad. node NULL if t needs no grad. */
 int ag_gradient_edge(kiln_tensor *t, ag_edge *out);
-/* Makes outs[i] (floating ones) outputs of node n. */
-void ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n);
+/* Makes outs[i] (floating ones) outputs of node n: 0, or KILN_ERR_NOMEM
+ * with no output changed. */
+int ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n);
 /* Unpacks a saved tensor, checking its version. NULL + error if modified. */
 kiln_tensor *ag_unpack(ag_node *n, ag_saved *s, int index);
 /* Installs autograd's hooks into the op layer and core (idempotent). */

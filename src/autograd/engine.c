@@ -417,7 +417,10 @@ int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
         rc = KILN_ERR_NOMEM;
         goto done;
       }
-      core_autorelease(a);
+      if (!core_autorelease(a)) { /* released */
+        rc = KILN_ERR_NOMEM;
+        goto done;
+      }
       ag_meta *m = ag_meta_get(a);
       if (!m) {
         rc = KILN_ERR_NOMEM;
@@ -647,6 +650,7 @@ kiln_status kiln_grad(kiln_tensor *const *outputs, kiln_tensor *const *grad_outp
     t.captures[i].leaf = kiln_is_leaf(x) ? x : NULL;
   }
   rc = run_task(&t, outputs, grad_outputs, n_out);
+  if (rc == 0) rc = core_scope_reserve(n_in); /* every grad registered, or none returned */
   for (int i = 0; i < n_in; i++) {
     grads_out[i] = rc == 0 ? core_autorelease(t.captures[i].grad) : NULL;
     if (rc < 0) kiln_release(t.captures[i].grad);

@@ -170,18 +170,23 @@ int ag_gradient_edge(kiln_tensor *t, ag_edge *out) {
   return 0;
 }
 
-void ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n) {
+int ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n) {
+  /* Every output's meta first: an output left without history would give
+   * wrong gradients silently, so out of memory changes nothing. */
+  for (int i = 0; i < n_outs; i++)
+    if (outs[i] && core_dtype_is_floating(outs[i]->dtype) && !ag_meta_get(outs[i]))
+      return KILN_ERR_NOMEM;
   for (int i = 0; i < n_outs; i++) {
     kiln_tensor *o = outs[i];
     if (!o || !core_dtype_is_floating(o->dtype)) continue;
     ag_meta *m = ag_meta_get(o);
-    if (!m) continue;
     if (m->grad_fn) ag_node_release(m->grad_fn);
     m->grad_fn = n;
     ag_node_retain(n);
     m->output_nr = i;
     o->requires_grad = true;
   }
+  return 0;
 }
 
 
@@ -261,7 +266,7 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
     }
   }
   if (ag_anomaly_enabled()) n->trace = make_trace(op, args, n_args);
-  ag_set_history(outs, n_outs, n);
+  if (ag_set_history(outs, n_outs, n) < 0) goto oom;
   ag_node_release(n); /* the outputs hold it now */
   return 0;
 oom:

@@ -132,11 +132,36 @@ kiln_tensor *core_alias(const kiln_tensor *t, bool with_data);
 kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt);
 /* Number of open scopes on this thread. */
 int core_scope_depth(void);
-/* Registers t with the innermost open scope (if any); returns t. */
+/* Registers t with the innermost open scope (if any); returns t. If the
+ * scope's list cannot grow, t is RELEASED and NULL returned (out of memory):
+ * a caller must use the result, never t. */
 kiln_tensor *core_autorelease(kiln_tensor *t);
+/* Makes room for n more tensors in the innermost scope, so that the next n
+ * core_autorelease calls cannot fail: 0, or KILN_ERR_NOMEM (nothing
+ * changed). Callers registering several results reserve first. */
+int core_scope_reserve(int n);
 /* Validates a shape: 0 <= ndim <= KILN_MAX_DIMS, sizes >= 0. */
 int core_check_shape(const char *fn, int ndim, const int64_t *shape);
 int64_t core_numel(int ndim, const int64_t *shape);
+/* Note [Byte sizes]: no tensor's storage may exceed CORE_MAX_NBYTES: the
+ * user address space of x86-64 and AArch64 (2^47; ASan's allocator gives at
+ * most 2^40, so sanitizer builds say that). A tensor made by core_tensor_new
+ * therefore has numel * element size <= CORE_MAX_NBYTES, which is why code
+ * computing byte offsets inside an existing storage may multiply without a
+ * check; every size computed for a NEW buffer is checked here or with
+ * __builtin_mul_overflow where it is computed. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CORE_MAX_NBYTES ((uint64_t)1 << 40)
+#else
+#define CORE_MAX_NBYTES ((uint64_t)1 << 47)
+#endif
+/* The bytes of a contiguous tensor of this shape and dtype, in *nbytes; a
+ * KILN_ERR_INVALID naming fn, the shape and the byte count if the product
+ * overflows or exceeds CORE_MAX_NBYTES (shape already validated). */
+int core_nbytes(const char *fn, int ndim, const int64_t *shape, kiln_dtype dt, size_t *nbytes);
+/* a * b * c in *out, for the size of a new scratch buffer; a KILN_ERR_INVALID
+ * naming fn if the product overflows or exceeds CORE_MAX_NBYTES. */
+int core_buf_bytes(const char *fn, uint64_t a, uint64_t b, uint64_t c, size_t *out);
 void core_contiguous_strides(int ndim, const int64_t *shape, int64_t *strides);
 bool core_is_contiguous(const kiln_tensor *t);
 /* Normalises a possibly negative dim for a tensor of ndim dims (ndim 0 is

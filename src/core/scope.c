@@ -44,19 +44,30 @@ void kiln_scope_end(void) {
     }
 }
 
+int core_scope_reserve(int n) {
+  if (n_frames == 0 || n_overflow > 0 || n <= 0) return 0;
+  scope_frame *f = &frames[n_frames - 1];
+  if (f->cap - f->n >= n) return 0;
+  int cap = f->cap ? f->cap : 64;
+  while (cap - f->n < n) {
+    if (cap > (1 << 29))
+      return core_error(KILN_ERR_NOMEM, "out of memory: a scope cannot hold %d more tensors", n);
+    cap *= 2;
+  }
+  kiln_tensor **items = core_realloc(f->items, (size_t)cap * sizeof *items);
+  if (!items) return KILN_ERR_NOMEM;
+  f->items = items;
+  f->cap = cap;
+  return 0;
+}
+
 kiln_tensor *core_autorelease(kiln_tensor *t) {
   if (!t || n_frames == 0) return t;
   scope_frame *f = &frames[n_frames - 1];
-  if (f->n == f->cap) {
-    int cap = f->cap ? f->cap * 2 : 64;
-    kiln_tensor **items = core_realloc(f->items, (size_t)cap * sizeof *items);
-    if (!items) {
-      /* Cannot track it: the caller would leak; fail the op instead. */
-      kiln_release(t);
-      return NULL;
-    }
-    f->items = items;
-    f->cap = cap;
+  if (f->n == f->cap && core_scope_reserve(1) < 0) {
+    /* Cannot track it: the caller would leak; fail the op instead. */
+    kiln_release(t);
+    return NULL;
   }
   f->items[f->n++] = t;
   return t;

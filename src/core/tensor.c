@@ -97,14 +97,48 @@ static kiln_tensor *header_new(kiln_dtype dt, int ndim, const int64_t *shape) {
   return t;
 }
 
+int core_nbytes(const char *fn, int ndim, const int64_t *shape, kiln_dtype dt, size_t *nbytes) {
+  char sh[160];
+  uint64_t n = kiln_dtype_size(dt);
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] >= 0 && __builtin_mul_overflow(n, (uint64_t)shape[i], &n)) {
+      n = UINT64_MAX;
+      break;
+    }
+  for (int i = 0; i < ndim; i++)
+    if (shape[i] == 0) n = 0; /* an empty tensor holds no bytes, whatever its other sizes */
+  if (n > CORE_MAX_NBYTES)
+    return core_error(KILN_ERR_INVALID,
+                      "%s: a %s tensor of shape %s needs %s%llu bytes, more than the %llu "
+                      "the allocator can give",
+                      fn, kiln_dtype_name(dt), core_shape_str(ndim, shape, sh, sizeof sh),
+                      n == UINT64_MAX ? "over " : "", (unsigned long long)n,
+                      (unsigned long long)CORE_MAX_NBYTES);
+  *nbytes = (size_t)n;
+  return 0;
+}
+
+int core_buf_bytes(const char *fn, uint64_t a, uint64_t b, uint64_t c, size_t *out) {
+  uint64_t n;
+  if (__builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow(n, c, &n) ||
+      n > CORE_MAX_NBYTES)
+    return core_error(KILN_ERR_INVALID,
+                      "%s: a scratch buffer of %llu x %llu x %llu bytes is more than the %llu "
+                      "the allocator can give",
+                      fn, (unsigned long long)a, (unsigned long long)b, (unsigned long long)c,
+                      (unsigned long long)CORE_MAX_NBYTES);
+  *out = (size_t)n;
+  return 0;
+}
+
 kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
+  size_t nbytes;
   if (core_check_shape("empty", ndim, shape) < 0) return NULL;
   if ((unsigned)dt >= KILN_DTYPE_COUNT) {
     core_error(KILN_ERR_INVALID, "empty: invalid dtype %d", (int)dt);
     return NULL;
   }
-  int64_t numel = core_numel(ndim, shape);
-  size_t nbytes = (size_t)numel * kiln_dtype_size(dt);
+  if (core_nbytes("empty", ndim, shape, dt, &nbytes) < 0) return NULL;
   kiln_tensor *t = header_new(dt, ndim, shape);
   if (!t) return NULL;
   /* One allocation for the storage header and its data: one malloc per

@@ -311,7 +311,7 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
     op_meta_of(real[i], &b->out_meta[i]);
     op_meta_of(real[i], &node->in_meta[i]);
   }
-  ag_set_history(real, n_real, node);
+  if ((rc = ag_set_history(real, n_real, node)) < 0) goto done;
   for (int i = 0; i < n_real; i++) out[i] = exec_value_copy(&fo[i]);
 done:
   ag_node_release(node);

@@ -146,7 +146,10 @@ static int from_exec(const exec_value *v, kiln_value *outputs, int max, int *n) 
     return core_error(KILN_ERR_INVALID, "function call: more than %d outputs", max);
   kiln_value *o = &outputs[(*n)++];
   switch (v->tag) {
-  case EXEC_V_TENSOR: *o = (kiln_value){.kind = KILN_VALUE_TENSOR, .t = core_autorelease(kiln_retain(v->t))}; break;
+  case EXEC_V_TENSOR:
+    *o = (kiln_value){.kind = KILN_VALUE_TENSOR, .t = core_autorelease(kiln_retain(v->t))};
+    if (!o->t) return KILN_ERR_NOMEM; /* the scope could not hold it: released */
+    break;
   case EXEC_V_INT: *o = (kiln_value){.kind = KILN_VALUE_INT, .i = v->i}; break;
   case EXEC_V_FLOAT: *o = (kiln_value){.kind = KILN_VALUE_FLOAT, .f = v->f}; break;
   case EXEC_V_BOOL: *o = (kiln_value){.kind = KILN_VALUE_BOOL, .b = v->b}; break;

@@ -215,7 +215,7 @@ kiln_tensor *kiln_data_idx_load(const char *path, kiln_dtype dt) {
       default: ((bool *)d)[i] = v != 0; break;
       }
     }
-    core_autorelease(t);
+    t = core_autorelease(t);
   }
   core_free(f.data);
   return t;

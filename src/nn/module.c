@@ -372,6 +372,12 @@ kiln_status kiln_nn_lstm_cell(kiln_tensor *x, kiln_tensor *h, kiln_tensor *c, ki
   }
   kiln_scope_end();
   if (!*h_new) return KILN_ERR_INVALID;
+  if (core_scope_reserve(2) < 0) {
+    kiln_release(*h_new);
+    kiln_release(*c_new);
+    *h_new = *c_new = NULL;
+    return KILN_ERR_NOMEM;
+  }
   core_autorelease(*h_new);
   core_autorelease(*c_new);
   return KILN_OK;
@@ -441,6 +447,12 @@ kiln_tensor *kiln_nn_lstm_forward(kiln_nn_layer *l, kiln_tensor *x, kiln_tensor 
   }
   kiln_scope_end();
   if (!out) return NULL;
+  if (core_scope_reserve(3) < 0) {
+    kiln_release(out);
+    if (h_out) kiln_release(*h_out), *h_out = NULL;
+    if (c_out) kiln_release(*c_out), *c_out = NULL;
+    return NULL;
+  }
   if (h_out) core_autorelease(*h_out);
   if (c_out) core_autorelease(*c_out);
   return core_autorelease(out);

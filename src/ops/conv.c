@@ -282,8 +282,14 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   }
   int nt = g.N > 1 ? omp_get_max_threads() : 1;
   if (nt > g.N) nt = (int)g.N;
-  size_t col_bytes = is_pointwise(&g) ? 0 : (size_t)(K * L) * es;
-  cols = core_alloc_aligned(col_bytes * (size_t)nt + 64);
+  size_t col_bytes = 0, all_cols = 0;
+  if (!is_pointwise(&g) &&
+      (core_buf_bytes("aten::conv2d", (uint64_t)K, (uint64_t)L, es, &col_bytes) < 0 ||
+       core_buf_bytes("aten::conv2d", col_bytes, (uint64_t)nt, 1, &all_cols) < 0)) {
+    rc = KILN_ERR_INVALID;
+    goto done;
+  }
+  cols = core_alloc_aligned(all_cols + 64);
   if (!cols) {
     rc = KILN_ERR_NOMEM;
     goto done;
@@ -441,8 +447,18 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
   int nt = g.N > 1 ? omp_get_max_threads() : 1;
   if (nt > g.N) nt = (int)g.N;
   /* per thread: col [K, L], gcol [K, L], and (beyond thread 0) a partial gW */
-  size_t col_b = is_pointwise(&g) ? 0 : (size_t)(K * L) * es, gw_b = (size_t)(g.O * K) * es;
-  size_t per = ((2 * col_b + gw_b) + 63) & ~(size_t)63;
+  /* Note [Byte sizes]: gw_b is w's bytes; col_b and the total are checked. */
+  size_t col_b = 0, gw_b = (size_t)(g.O * K) * es, all = 0;
+  if (!is_pointwise(&g) &&
+      core_buf_bytes("conv2d_backward", (uint64_t)K, (uint64_t)L, es, &col_b) < 0) {
+    rc = KILN_ERR_INVALID;
+    goto done;
+  }
+  size_t per = ((2 * col_b + gw_b) + 63) & ~(size_t)63; /* each term <= CORE_MAX_NBYTES */
+  if (core_buf_bytes("conv2d_backward", per, (uint64_t)nt, 1, &all) < 0) {
+    rc = KILN_ERR_INVALID;
+    goto done;
+  }
   bufs = core_alloc_aligned(per * (size_t)nt + 64);
   if (!bufs) {
     rc = KILN_ERR_NOMEM;

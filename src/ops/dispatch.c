@@ -143,6 +143,12 @@ record:
     rc = op_autograd_hook(op, args, n_args, outs, n);
     if (rc < 0) goto fail;
   }
+  /* Room first: a registration that failed would release an output that
+   * the caller then receives. */
+  if (core_scope_reserve(n) < 0) {
+    rc = KILN_ERR_NOMEM;
+    goto fail;
+  }
   for (int i = 0; i < n; i++) core_autorelease(outs[i]);
   goto done;
 fail:

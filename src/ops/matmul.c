@@ -519,7 +519,12 @@ static kiln_tensor *matmul_impl(kiln_tensor *a, kiln_tensor *b) {
                  (long long)sa, (long long)sb);
       return NULL;
     }
-    total *= batch[i] = sa == 1 ? sb : sa;
+    batch[i] = sa == 1 ? sb : sa;
+    if (__builtin_mul_overflow(total, batch[i], &total)) {
+      core_error(KILN_ERR_INVALID, "%s: the batch of %s and %s is too large", fn,
+                 core_tensor_desc(a, d, sizeof d), core_tensor_desc(b, e, sizeof e));
+      return NULL;
+    }
   }
   if (nbatch + 2 > KILN_MAX_DIMS) {
     core_error(KILN_ERR_INVALID, "%s: too many dims", fn);

@@ -63,7 +63,9 @@ static int infer_size(const char *fn, int64_t numel, int n, const int64_t *sizes
                           fn, core_shape_str(n, sizes, s, sizeof s));
       infer = i;
     } else if (sizes[i] >= 0) {
-      prod *= sizes[i];
+      if (__builtin_mul_overflow(prod, sizes[i], &prod))
+        return core_error(KILN_ERR_INVALID, "%s: shape %s is too large (its size overflows)",
+                          fn, core_shape_str(n, sizes, s, sizeof s));
     } else {
       return core_error(KILN_ERR_INVALID, "%s: invalid shape dimension %lld in shape %s", fn,
                         (long long)sizes[i], core_shape_str(n, sizes, s, sizeof s));

@@ -93,7 +93,8 @@ static int type_query(fold *f, const ir_node *n, pass_const *c) {
   case IR_PRIM_NUMEL: {
     if (!t || !sizes_known(t)) return 0;
     int64_t k = 1;
-    for (int i = 0; i < t->ndim; i++) k *= t->sizes[i];
+    for (int i = 0; i < t->ndim; i++)
+      if (__builtin_mul_overflow(k, t->sizes[i], &k)) return 0; /* no such tensor: not folded */
     *c = (pass_const){.tag = PASS_C_INT, .i = k};
     return 1;
   }
