@@ -37,7 +37,8 @@ else
   # src/core/cpu.h), so what one machine builds runs on any x86-64.
   OPT := -O2 -g -fvect-cost-model=dynamic $(FP_FLAGS)
 endif
-CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fvisibility=hidden -Iinclude -Isrc \
+# -fPIC: the same objects make libkiln.so, libkiln.a and kiln's programs.
+CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc \
           -I$(BUILD)/gen
 # Native fused kernels (Note [Native kernels] in src/exec/fusion_cc.c) are
 # compiled at run time with the release build's floating-point flags, so
@@ -61,10 +62,17 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 # The benchmark driver without bench_kiln's main, linked into `kiln bench`.
 BENCH_LIB_OBJ := $(filter-out $(BUILD)/bench/bench_kiln.o,$(BENCH_OBJ))
 
+# The version: include/kiln.h's KILN_VERSION_* macros are its one source.
+VERSION := $(shell sed -n 's/^\#define KILN_VERSION_STRING "\(.*\)"/\1/p' include/kiln.h)
+SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
+SO_NAME := libkiln.so.$(SO_MAJOR)
+SO_REAL := libkiln.so.$(VERSION)
+
 .PHONY: all test bench check run install uninstall clean deps deps-test bench-compare fuzz \
         fuzz-run FORCE
 
-all: $(BUILD)/libkiln.a $(BUILD)/kiln $(BUILD)/logreg
+all: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln $(BUILD)/logreg
+
 
 # Objects depend on the compiler command: changing CFLAGS (or SAN, OPT)
 # rebuilds everything instead of linking stale objects.
@@ -96,6 +104,14 @@ $(BUILD)/libkiln.a: $(LIB_OBJ)
 	ld -r -o $(BUILD)/kiln_all.o $^
 	ar rcs $@ $(BUILD)/kiln_all.o
 
+# The shared library: soname libkiln.so.MAJOR; only KILN_API functions
+# (all named kiln_*) are exported, by visibility and by src/kiln.map.
+$(BUILD)/$(SO_REAL): $(LIB_OBJ) src/kiln.map
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=src/kiln.map \
+	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LIBS)
+	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(BUILD)/libkiln.so
+
 $(BUILD)/kiln: $(TOOL_OBJ) $(BENCH_LIB_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
@@ -109,7 +125,7 @@ $(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
 test: deps-test
-	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln
+	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL)
 	OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
 
 bench: $(BUILD)/bench_kiln
@@ -170,15 +186,35 @@ deps:
 check:
 	@sh scripts/check_layers.sh $(LAYERS)
 
-install: $(BUILD)/libkiln.a
-	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+# make install PREFIX=/usr/local DESTDIR=: both libraries (with the .so's
+# symlinks), the header, kiln.pc, the kiln command, its man page and the
+# Python package (python/kiln, when python3 is there; PYTHON= to skip).
+# make uninstall removes exactly what install wrote.
+LIBDIR := $(PREFIX)/lib
+PYTHON ?= $(shell command -v /usr/bin/python3 || command -v python3)
+PYDIR = $(LIBDIR)/python3/dist-packages
+INSTALLED := $(PREFIX)/include/kiln.h $(LIBDIR)/libkiln.a $(LIBDIR)/$(SO_REAL) \
+             $(LIBDIR)/$(SO_NAME) $(LIBDIR)/libkiln.so $(LIBDIR)/pkgconfig/kiln.pc \
+             $(PREFIX)/bin/kiln $(PREFIX)/share/man/man1/kiln.1
+install: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/bin \
+	  $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 644 include/kiln.h $(DESTDIR)$(PREFIX)/include/kiln.h
-	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(PREFIX)/lib/libkiln.a
-	sed -e 's|@PREFIX@|$(PREFIX)|' kiln.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
+	install -m 644 $(BUILD)/libkiln.a $(DESTDIR)$(LIBDIR)/libkiln.a
+	install -m 755 $(BUILD)/$(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_REAL)
+	ln -sf $(SO_REAL) $(DESTDIR)$(LIBDIR)/$(SO_NAME)
+	ln -sf $(SO_NAME) $(DESTDIR)$(LIBDIR)/libkiln.so
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' kiln.pc.in \
+	  > $(DESTDIR)$(LIBDIR)/pkgconfig/kiln.pc
+	install -m 755 $(BUILD)/kiln $(DESTDIR)$(PREFIX)/bin/kiln
+	install -m 644 doc/kiln.1 $(DESTDIR)$(PREFIX)/share/man/man1/kiln.1
+	@if [ -n "$(PYTHON)" ] && [ -d python/kiln ]; then \
+	  sh python/install.sh "$(PYTHON)" "$(DESTDIR)$(PYDIR)" "$(LIBDIR)"; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(PREFIX)/include/kiln.h $(DESTDIR)$(PREFIX)/lib/libkiln.a \
-	      $(DESTDIR)$(PREFIX)/lib/pkgconfig/kiln.pc
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	rm -rf $(DESTDIR)$(PYDIR)/kiln
+	-rmdir $(DESTDIR)$(PYDIR) $(DESTDIR)$(LIBDIR)/python3 2>/dev/null || true
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -41,6 +41,17 @@ extern "C" {
 
 #define KILN_API __attribute__((visibility("default")))
 
+/* Versions (README "Versions and ABI"): a program built against this header
+ * runs with any libkiln.so of the same MAJOR and a MINOR at least this one;
+ * PATCH releases change no declaration. */
+#define KILN_VERSION_MAJOR 0
+#define KILN_VERSION_MINOR 1
+#define KILN_VERSION_PATCH 0
+#define KILN_VERSION_STRING "0.1.0"
+/* The version of the library that is running, "MAJOR.MINOR.PATCH" (static
+ * string; compare with KILN_VERSION_STRING, the header's). */
+KILN_API const char *kiln_version(void);
+
 /* ===================================================================== */
 /* core: status, dtypes, tensors, scopes, generators                       */
 /* ===================================================================== */

@@ -291,8 +291,13 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "train") == 0) return kiln_cmd_train(argc - 2, argv + 2);
   if (strcmp(argv[1], "eval") == 0) return kiln_cmd_eval(argc - 2, argv + 2);
   if (strcmp(argv[1], "bench") == 0) return kiln_bench_main(argc - 2, argv + 2);
-  if (strcmp(argv[1], "--version") == 0) {
-    printf("kiln 0.1.0 (cpu level %s)\n", kiln_cpu_level());
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+    /* kiln's own version (the header it was built with) and the running
+     * library's (the same for this static binary; a program linking
+     * libkiln.so may run a newer minor). */
+    printf("kiln %s\n", KILN_VERSION_STRING);
+    printf("library %s\n", kiln_version());
+    printf("cpu level %s\n", kiln_cpu_level());
     return 0;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
