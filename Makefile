@@ -37,7 +37,12 @@ else
   # src/core/cpu.h), so what one machine builds runs on any x86-64.
   OPT := -O2 -g -fvect-cost-model=dynamic $(FP_FLAGS)
 endif
-# -fPIC: the same objects make libkiln.so, libkiln.a and kiln's programs.
+# Distributed training (src/dist, issue 18): MPI=1 builds with Open MPI into
+# build-mpi/ (build-san-mpi/ with SAN=1); only src/dist/comm.c includes
+# mpi.h. Without it the dist calls fail with "built without MPI".
+ifeq ($(MPI),1)
+  BUILD := $(BUILD)-mpi
+  MPI_# -fPIC: the same objects make libkiln.so, libkiln.a and kiln's programs.
 CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc \
           -I$(BUILD)/gen
 # Native fused kernels (Note [Native kernels] in src/exec/fusion_cc.c) are
@@ -47,10 +52,10 @@ CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fPIC -fvisibil
 # -march of the CPU level in use is added at run time (fusion_cc.c).
 NATIVE_CFLAGS := -std=c11 -O2 -fvect-cost-model=dynamic $(FP_FLAGS)
 LDFLAGS := $(OPT) -fopenmp
-LIBS := -lopenblas -ljansson -lz -lm
+LIBS := -lopenblas -ljansson -lz -lm $(MPI_LIBS)
 
 # Layers in order; a layer may include only the headers of the ones before it.
-LAYERS := core ops autograd ir lazy passes exec nn
+LAYERS := core ops autograd ir lazy passes exec dist nn
 LIB_SRC := $(foreach l,$(LAYERS),$(sort $(wildcard src/$(l)/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC := tests/test_main.c $(sort $(wildcard tests/*/*.c))
@@ -93,6 +98,7 @@ $(BUILD)/gen/vmath_text.h: src/ops/vmath.h
 	@sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $< > $@
 $(BUILD)/src/exec/fusion_cc.o: $(BUILD)/gen/vmath_text.h
 $(BUILD)/src/exec/fusion_cc.o: CFLAGS += -DKILN_NATIVE_CFLAGS='"$(NATIVE_CFLAGS)"'
+$(BUILD)/src/dist/comm.o: CFLAGS += $(MPI_CFLAGS)
 
 # The archive holds ONE relocatable object (ld -r of all of kiln's), so a
 # program that links it gets every op the table points at, including ops it

@@ -417,6 +417,13 @@ KILN_API kiln_status kiln_register_post_accumulate_hook(kiln_tensor *t,
  * that backward ran. KILN_ERR_STATE when no backward is running. */
 typedef void (*kiln_callback)(void *ud);
 KILN_API kiln_status kiln_queue_callback(kiln_callback fn, void *ud);
+/* Progress: fn(ud) runs after each node of every backward on this thread
+ * (NULL: none), e.g. to test pending communication between nodes. */
+KILN_API void kiln_set_backward_progress(kiln_callback fn, void *ud);
+/* From code running during a backward: 1 if the leaf's AccumulateGrad runs
+ * in it (the loss reaches the leaf), 0 if not; KILN_ERR_STATE when no
+ * backward is running. */
+KILN_API int kiln_backward_will_accumulate(const kiln_tensor *leaf);
 
 /* Anomaly mode: when on, a backward node producing NaN/Inf fails the
  * backward with a message naming it and the forward op that created it. */
@@ -596,6 +603,88 @@ KILN_API void kiln_function_free(kiln_function *f);
  * inputs, a kernel error: the message names the node). */
 KILN_API int kiln_function_call(kiln_function *f, const kiln_value *inputs, int n_inputs,
                                 kiln_value *outputs, int max_outputs);
+
+/* ===================================================================== */
+/* dist: data-parallel training over MPI (make MPI=1)                     */
+/* ===================================================================== */
+/* Every process (rank) of an `mpirun -np N` job holds the whole model and
+ * runs its shard of each batch; a reducer sums the gradients of all ranks
+ * during the backward (PyTorch DDP's design: buckets, ready hooks,
+ * overlap) and divides them by N, so every rank takes the same step.
+ *
+ *     kiln_dist_init();                              // once, before threads
+ *     kiln_dist_broadcast(params, n, 0);             // rank 0's values
+ *     kiln_dist_reducer *r = kiln_dist_reducer_new(params, names, n, NULL);
+ *     ... forward on this rank's shard; kiln_backward(loss, NULL);
+ *     kiln_dist_reducer_finish(r);                   // grads are the mean
+ *     ... optimizer step
+ *
+ * Without `make MPI=1` these functions exist; those that communicate fail
+ * with KILN_ERR_UNSUPPORTED, "built without MPI". Every wait is bounded by
+ * the timeout (default 300 s): a rank that dies or stops makes the others
+ * fail with a message naming what they waited for, never hang. */
+
+/* True when kiln was built with MPI. */
+KILN_API bool kiln_dist_built(void);
+/* Initialises MPI (MPI_THREAD_FUNNELED; idempotent) with errors returned,
+ * not fatal. KILN_ERR_UNSUPPORTED without MPI. */
+KILN_API kiln_status kiln_dist_init(void);
+/* Finalises MPI if kiln_dist_init initialised it. */
+KILN_API kiln_status kiln_dist_finalize(void);
+KILN_API bool kiln_dist_is_initialized(void);
+/* This process's rank and the number of ranks: 0 and 1 before init. */
+KILN_API int kiln_dist_rank(void);
+KILN_API int kiln_dist_world_size(void);
+/* Bound of every wait, in seconds (> 0; default 300). */
+KILN_API void kiln_dist_set_timeout(double seconds);
+KILN_API double kiln_dist_timeout(void);
+
+typedef enum kiln_dist_op { KILN_DIST_SUM = 0, KILN_DIST_MAX = 1, KILN_DIST_MIN = 2 } kiln_dist_op;
+/* Overwrites each CPU tensor (contiguous) with root's values; shapes and
+ * dtypes must agree on all ranks (checked: a mismatch is an error naming
+ * the tensor's index, on every rank). */
+KILN_API kiln_status kiln_dist_broadcast(kiln_tensor *const *ts, int n, int root);
+/* All-reduces n doubles in place with op (blocking). */
+KILN_API kiln_status kiln_dist_all_reduce_f64(double *v, int n, kiln_dist_op op);
+/* Blocks until every rank calls it (bounded by the timeout). */
+KILN_API kiln_status kiln_dist_barrier(void);
+
+/* The gradient reducer (Note [Buckets] in src/dist/reducer.c). */
+typedef struct kiln_dist_reducer kiln_dist_reducer;
+typedef struct kiln_dist_reducer_opts {
+  double bucket_mb;        /* bucket cap in MiB (0: 25); the first is 1 MiB or less */
+  bool no_rebuild;         /* keep the registration-order layout */
+} kiln_dist_reducer_opts;
+/* A reducer over n CPU parameters (leaves that require grad; names for
+ * messages, both arrays copied). Registers a post-accumulate hook on
+ * each. Fails without MPI, before kiln_dist_init, or when ranks disagree on
+ * the parameters' count, shapes or dtypes. */
+KILN_API kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params,
+                                                  const char *const *names, int n,
+                                                  const kiln_dist_reducer_opts *opts);
+/* Waits for nothing; frees r. The parameters' hooks stay registered but do
+ * nothing once r is gone: free r only after the last backward with it. */
+KILN_API void kiln_dist_reducer_free(kiln_dist_reducer *r);
+/* sync false: backwards accumulate locally without communicating (DDP's
+ * no_sync), until a backward with sync true reduces the accumulated sum. */
+KILN_API void kiln_dist_reducer_set_sync(kiln_dist_reducer *r, bool sync);
+/* After a backward: ends its reduction (waiting for every bucket, when the
+ * backward's end callback has not) and returns its outcome: an error names
+ * the bucket and the wait, or the parameter that some ranks used and
+ * others did not. On success every parameter's .grad is the world's mean
+ * and a view into its bucket. KILN_OK after a backward without sync. */
+KILN_API kiln_status kiln_dist_reducer_finish(kiln_dist_reducer *r);
+typedef struct kiln_dist_stats {
+  int n_buckets;
+  int64_t n_reductions;     /* synced backwards */
+  double comm_seconds;      /* sum over backwards: first launch to last completion */
+  double wait_seconds;      /* time blocked at the end of backward */
+  double overlap;           /* 1 - wait / comm (0 when no communication yet) */
+  bool rebuilt;             /* buckets rebuilt from the first step's order */
+} kiln_dist_stats;
+KILN_API void kiln_dist_reducer_stats(const kiln_dist_reducer *r, kiln_dist_stats *s);
+/* Bucket b's parameter indices in order: count, and up to cap into idx. */
+KILN_API int kiln_dist_reducer_bucket(const kiln_dist_reducer *r, int b, int *idx, int cap);
 
 /* ===================================================================== */
 /* nn: modules, layers, initialisation                                    */
@@ -946,6 +1035,14 @@ typedef struct kiln_nn_train_opts {
   int64_t eval_batch;       /* 1000 */
   FILE *out;                /* per-epoch lines and the summary (NULL: silent) */
   bool progress;            /* draw a progress bar on stderr (a terminal) */
+  /* data parallel (`mpirun -np N kiln train --dist`, make MPI=1): each rank
+   * runs batch/N rows of every batch; rank 0 alone prints, evaluates,
+   * saves and plots */
+  bool dist;
+  double bucket_mb;         /* gradient bucket cap in MiB (0: 25) */
+  double dist_timeout;      /* seconds any wait may take (0: 300) */
+  int64_t no_sync_steps;    /* accumulate K batches per optimizer step, reducing
+                               only on the K-th (0 or 1: every batch) */
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);

@@ -29,7 +29,11 @@ static int train_usage(FILE *f) {
           "  --metrics FILE.json       loss and counters per step\n"
           "  --steps N                 stop after N steps in total\n"
           "  --sync step|phases        lazy: one mark_step per step, or three\n"
-          "  --limit-train N, --limit-test N  use only the first N images\n",
+          "  --limit-train N, --limit-test N  use only the first N images\n"
+          "  --dist                    data parallel under mpirun (make MPI=1): --batch is global\n"
+          "  --bucket-mb X             --dist: gradient bucket cap in MiB (default 25)\n"
+          "  --no-sync-steps K         accumulate K batches per optimizer step (reduce on the Kth)\n"
+          "  --dist-timeout S          --dist: seconds any wait may take (default 300)\n",
           kiln_data_default_dir());
   return f == stderr ? 2 : 0;
 }
@@ -54,6 +58,10 @@ int kiln_cmd_train(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return train_usage(stdout);
+    if (strcmp(a, "--dist") == 0) {
+      o.dist = true;
+      continue;
+    }
     if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
       fprintf(stderr, "kiln train: %s '%s'\n", i + 1 >= argc && strncmp(a, "--", 2) == 0
                                                   ? "missing value for"
@@ -92,6 +100,14 @@ int kiln_cmd_train(int argc, char **argv) {
       if (!*v || *end || !(x >= 0)) return bad_value(a, v);
       if (a[2] == 'l') o.lr = x;
       else o.momentum = x;
+    } else if (strcmp(a, "--bucket-mb") == 0 || strcmp(a, "--dist-timeout") == 0) {
+      double x = strtod(v, &end);
+      if (!*v || *end || !(x > 0)) return bad_value(a, v);
+      if (a[2] == 'b') o.bucket_mb = x;
+      else o.dist_timeout = x;
+    } else if (strcmp(a, "--no-sync-steps") == 0) {
+      if (parse_int(a, v, 1, &n)) return 2;
+      o.no_sync_steps = n;
     } else if (strcmp(a, "--optimizer") == 0) o.optimizer = v;
     else if (strcmp(a, "--schedule") == 0) o.schedule = v;
     else if (strcmp(a, "--data") == 0) o.data_dir = v;
@@ -113,9 +129,13 @@ int kiln_cmd_train(int argc, char **argv) {
   kiln_status rc = kiln_nn_train(&o, &r);
   kiln_nn_train_result_free(&r);
   if (rc < 0) {
-    fprintf(stderr, "kiln: %s\n", kiln_last_error());
+    /* under --dist an exit without finalising makes mpirun end the job */
+    if (o.dist && kiln_dist_world_size() > 1)
+      fprintf(stderr, "kiln: rank %d: %s\n", kiln_dist_rank(), kiln_last_error());
+    else fprintf(stderr, "kiln: %s\n", kiln_last_error());
     return 1;
   }
+  if (o.dist) kiln_dist_finalize();
   return 0;
 }
 

@@ -45,6 +45,9 @@ typedef struct ag_task {
 static _Thread_local ag_task *cur_task;
 static uint64_t next_task_id = 1;
 static bool anomaly_on;
+/* kiln_set_backward_progress: called between the nodes of a backward */
+static _Thread_local kiln_callback progress_fn;
+static _Thread_local void *progress_ud;
 
 bool ag_anomaly_enabled(void) { return anomaly_on; }
 void kiln_set_anomaly_enabled(bool enabled) { anomaly_on = enabled; }
@@ -95,6 +98,20 @@ kiln_status kiln_queue_callback(kiln_callback fn, void *ud) {
   }
   t->callbacks[t->n_callbacks++] = (ag_callback){fn, ud};
   return KILN_OK;
+}
+
+void kiln_set_backward_progress(kiln_callback fn, void *ud) {
+  progress_fn = fn;
+  progress_ud = ud;
+}
+
+int kiln_backward_will_accumulate(const kiln_tensor *leaf) {
+  ag_task *t = cur_task;
+  if (!t)
+    return core_error(KILN_ERR_STATE, "backward_will_accumulate: no backward is running");
+  if (!leaf || !leaf->ag || !leaf->ag->grad_acc) return 0;
+  const ag_node *n = leaf->ag->grad_acc;
+  return n->task == t->id && n->needed;
 }
 
 /* ---- heap ----------------------------------------------------------------- */
@@ -540,6 +557,7 @@ static int run_task(ag_task *t, kiln_tensor *const *roots, kiln_tensor *const *g
         ag_node *c = n->next[j].node;
         if (c && (c->needed || is_capture(t, c)) && --c->deps == 0) heap_push(t, c);
       }
+      if (progress_fn) progress_fn(progress_ud);
     }
     drop_inbuf(n);
   }

@@ -32,6 +32,8 @@ typedef struct trainer {
   double base_lr;
   nn_log log;
   int64_t counters[NN_N_COUNTERS];
+  int rank, world;            /* --dist: this rank of world (else 0 of 1) */
+  kiln_dist_reducer *red;     /* --dist, eager and jit */
 } trainer;
 
 const char *const nn_lazy_counter_names[NN_N_COUNTERS] = {
@@ -103,9 +105,27 @@ static kiln_tensor *forward(trainer *t, kiln_tensor *x) {
 
 static bool lazy_mode(const trainer *t) { return t->o->mode == KILN_NN_LAZY; }
 
+/* Batch i; with shard set, this rank's rows of it, and in *weight the
+ * factor that makes the ranks' mean losses average to the batch's mean
+ * (1 unless the batch does not divide by the world). */
 static int batch_tensors(trainer *t, const kiln_data_loader *l, int64_t i, kiln_tensor **x,
-                         kiln_tensor **y) {
+                         kiln_tensor **y, bool shard, double *weight) {
   int rc = kiln_data_loader_batch(l, i, x, y);
+  if (weight) *weight = 1;
+  if (rc == 0 && shard && t->world > 1) {
+    int64_t bs = kiln_tensor_size(*x, 0), lo = bs * t->rank / t->world,
+            hi = bs * (t->rank + 1) / t->world;
+    if (hi == lo) { /* fewer rows than ranks: one row that weighs nothing */
+      lo = 0;
+      hi = 1;
+      if (weight) *weight = 0;
+    } else if (weight) {
+      *weight = (double)(hi - lo) * t->world / (double)bs;
+    }
+    *x = kiln_narrow(*x, 0, lo, hi - lo);
+    *y = kiln_narrow(*y, 0, lo, hi - lo);
+    if (!*x || !*y) rc = KILN_ERR_NOMEM;
+  }
   if (rc == 0 && lazy_mode(t)) {
     *x = kiln_to_lazy(*x);
     *y = kiln_to_lazy(*y);
@@ -121,19 +141,30 @@ static int train_step(trainer *t, int64_t i, double *loss) {
   const kiln_nn_train_opts *o = t->o;
   kiln_scope_begin();
   kiln_tensor *x, *y, *l = NULL;
-  int rc = batch_tensors(t, t->loader, i, &x, &y);
+  double w = 1;
+  /* --no-sync-steps K: the optimizer steps (and ranks reduce) on every
+   * K-th batch; the others only accumulate gradients */
+  bool stepping = o->no_sync_steps <= 1 || (t->step + 1) % o->no_sync_steps == 0;
+  int rc = batch_tensors(t, t->loader, i, &x, &y, true, &w);
   if (rc == 0) {
     kiln_tensor *logits = forward(t, x);
     l = logits ? kiln_cross_entropy(logits, y, KILN_REDUCTION_MEAN) : NULL;
+    if (l && w != 1) l = kiln_mul_scalar(l, w);
     if (!l) rc = KILN_ERR_INVALID;
   }
+  if (t->red) kiln_dist_reducer_set_sync(t->red, stepping);
   if (rc == 0 && o->sync_phases) rc = mark(t);
   if (rc == 0) rc = kiln_backward(l, NULL);
+  if (rc == 0 && t->red) rc = kiln_dist_reducer_finish(t->red);
   if (rc == 0 && o->sync_phases) rc = mark(t);
-  if (rc == 0) rc = kiln_optim_step(t->opt);
-  if (rc == 0) rc = kiln_optim_zero_grad(t->opt);
+  if (rc == 0 && stepping) rc = kiln_optim_step(t->opt);
+  if (rc == 0 && stepping) rc = kiln_optim_zero_grad(t->opt);
   if (rc == 0) rc = mark(t);
   if (rc == 0) rc = kiln_item(l, loss);
+  if (rc == 0 && t->world > 1) {
+    rc = kiln_dist_all_reduce_f64(loss, 1, KILN_DIST_SUM);
+    *loss /= t->world;
+  }
   kiln_scope_end();
   return rc;
 }
@@ -149,7 +180,7 @@ static int evaluate(trainer *t, double *loss, double *acc) {
   for (int64_t i = 0; i < nb && rc == 0; i++) {
     kiln_scope_begin();
     kiln_tensor *x, *y;
-    rc = batch_tensors(t, t->test_loader, i, &x, &y);
+    rc = batch_tensors(t, t->test_loader, i, &x, &y, false, NULL);
     kiln_tensor *logits = rc == 0 ? forward(t, x) : NULL;
     kiln_tensor *ls = logits ? kiln_cross_entropy(logits, y, KILN_REDUCTION_SUM) : NULL;
     kiln_tensor *ok = logits ? kiln_sum(kiln_eq(kiln_argmax(logits, 1, false, false), y), NULL,
@@ -216,6 +247,20 @@ static int setup(trainer *t, const kiln_nn_train_opts *o) {
                       "train: epochs (%d), batch (%lld) and eval batch must be >= 1, "
                       "steps and lr >= 0",
                       o->epochs, (long long)o->batch);
+  t->world = 1;
+  if (o->dist) {
+    if ((rc = kiln_dist_init()) < 0) return rc;
+    t->rank = kiln_dist_rank();
+    t->world = kiln_dist_world_size();
+    if (o->dist_timeout > 0) kiln_dist_set_timeout(o->dist_timeout);
+    if (o->batch % t->world)
+      return core_error(KILN_ERR_INVALID,
+                        "train: --batch %lld does not divide by the %d ranks (each rank "
+                        "runs batch/ranks rows of every batch)",
+                        (long long)o->batch, t->world);
+  }
+  if (o->no_sync_steps < 0 || o->bucket_mb < 0)
+    return core_error(KILN_ERR_INVALID, "train: --no-sync-steps and --bucket-mb must be >= 0");
   if (o->schedule && strcmp(o->schedule, "none") && strcmp(o->schedule, "step") &&
       strcmp(o->schedule, "cosine"))
     return core_error(KILN_ERR_INVALID, "train: unknown schedule '%s' (none, step, cosine)",
@@ -254,6 +299,7 @@ static int setup(trainer *t, const kiln_nn_train_opts *o) {
 }
 
 static void teardown(trainer *t) {
+  kiln_dist_reducer_free(t->red);
   kiln_function_free(t->fn);
   kiln_graph_free(t->graph);
   kiln_optim_free(t->opt);
@@ -373,6 +419,22 @@ static int fill_result(const trainer *t, kiln_nn_train_result *r) {
   return 0;
 }
 
+/* --dist: rank 0's parameters and optimizer state on every rank (they
+ * agree already unless the seeds or checkpoints differ), then the reducer
+ * (eager and jit; lazy mode all-reduces inside its graph). */
+static int dist_setup(trainer *t) {
+  kiln_nn_module *m = t->m;
+  int rc = kiln_dist_broadcast(m->params, m->n_params, 0);
+  for (int i = 0; rc == 0 && i < kiln_optim_n_state(t->opt); i++) {
+    kiln_tensor *s = kiln_optim_state(t->opt, i);
+    rc = kiln_dist_broadcast(&s, 1, 0);
+  }
+  if (rc < 0 || lazy_mode(t)) return rc;
+  kiln_dist_reducer_opts ro = {.bucket_mb = t->o->bucket_mb};
+  t->red = kiln_dist_reducer_new(m->params, (const char *const *)m->names, m->n_params, &ro);
+  return t->red ? 0 : KILN_ERR_STATE;
+}
+
 /* ---- the loop ---------------------------------------------------------------- */
 
 kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) {
@@ -382,8 +444,9 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   trainer t;
   memset(&t, 0, sizeof t);
   t.o = o;
-  FILE *out = o->out;
   int rc = setup(&t, o);
+  FILE *out = t.rank == 0 ? o->out : NULL;
+  bool lead = t.rank == 0;
   int64_t start_epoch = 0, start_batch = 0, samples = 0;
   if (rc == 0 && o->resume_path) {
     kiln_checkpoint_info info;
@@ -401,6 +464,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
                         o->resume_path, start_batch, kiln_data_loader_n_batches(t.loader));
     }
   }
+  if (rc == 0 && o->dist) rc = dist_setup(&t);
   if (rc == 0 && lazy_mode(&t)) {
     rc = kiln_nn_module_to_lazy(t.m);
     if (rc == 0) rc = kiln_optim_to_lazy(t.opt);
@@ -422,7 +486,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     int64_t first = epoch == start_epoch ? start_batch : 0;
     if (first >= nb) continue; /* the checkpoint ended exactly at this epoch's end */
     nn_progress bar;
-    nn_progress_begin(&bar, o->progress, (int)epoch + 1, o->epochs, nb);
+    nn_progress_begin(&bar, o->progress && lead, (int)epoch + 1, o->epochs, nb);
     double ep_start = nn_now(), ep_loss = 0;
     int64_t ep_samples = 0, ep_steps = 0, i;
     for (i = first; i < nb && rc == 0; i++) {
@@ -450,13 +514,13 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     nn_progress_end(&bar);
     if (rc < 0 || ep_steps == 0) break;
     stopped = o->max_steps > 0 && t.step >= o->max_steps;
-    if (o->save_path && (stopped || epoch == o->epochs - 1)) {
+    if (o->save_path && lead && (stopped || epoch == o->epochs - 1)) {
       rc = save(&t, epoch, i);
       if (rc < 0) break;
     }
     if (i < nb) break; /* stopped within the epoch: no per-epoch evaluation */
     double ep_time = nn_now() - ep_start;
-    rc = evaluate(&t, &final_loss, &final_acc);
+    rc = lead ? evaluate(&t, &final_loss, &final_acc) : 0;
     if (rc < 0) break;
     evaluated_last = true;
     if ((rc = nn_log_epoch(&t.log, final_loss, final_acc)) < 0) break;
@@ -469,19 +533,19 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
       fflush(out);
     }
   }
-  if (rc == 0 && !evaluated_last) {
+  if (rc == 0 && !evaluated_last && lead) {
     rc = evaluate(&t, &final_loss, &final_acc);
     if (rc == 0 && out)
       fprintf(out, "after step %" PRId64 ": test_loss %.4f  test_acc %.4f\n", t.step, final_loss,
               final_acc);
   }
-  if (rc == 0 && o->plot_path) {
+  if (rc == 0 && o->plot_path && lead) {
     char title[128];
     snprintf(title, sizeof title, "kiln train --model %s --mode %s", o->model,
              kiln_nn_mode_name(o->mode));
     rc = nn_write_plot(o->plot_path, &t.log, title);
   }
-  if (rc == 0 && o->metrics_path)
+  if (rc == 0 && o->metrics_path && lead)
     rc = nn_write_metrics(o->metrics_path, &t.log, kiln_nn_mode_name(o->mode), o->model);
   if (rc == 0 && out) {
     double total = nn_now() - t_start;
@@ -492,6 +556,15 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
             train_time > 0 ? (double)samples / train_time : 0.0, total);
     if (lazy_mode(&t)) print_lazy_summary(out);
     if (t.fn) print_jit_summary(out, t.fn);
+    if (t.red) {
+      kiln_dist_stats ds;
+      kiln_dist_reducer_stats(t.red, &ds);
+      fprintf(out,
+              "dist: %d ranks, %d buckets%s, %" PRId64 " reductions, all-reduce %.1fms, "
+              "waiting %.1fms, overlap %.0f%%\n",
+              t.world, ds.n_buckets, ds.rebuilt ? " (rebuilt)" : "", ds.n_reductions,
+              ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap);
+    }
     if (o->save_path) fprintf(out, "saved %s at step %" PRId64 "\n", o->save_path, t.step);
     fprintf(out, "test_accuracy=%.4f\n", final_acc);
     fflush(out);
