@@ -137,22 +137,22 @@ kiln_tensor *kiln_sub_scalar(kiln_tensor *a, double s) {
 kiln_tensor *kiln_mul_scalar(kiln_tensor *a, double s) {
   return op_call1(KILN_OP_MUL, (op_val[]){OPV_T(a), OPV_F(s)}, 2);
 }
-/* In place (Note [In place] in aliases.c): self += alpha * other, self *=
- * other, self *= s. KILN_OK, or a negative status (self requires grad
- * with grad mode on, a shape other cannot broadcast to). */
+/* In place (Note [In-place variants] in op.h): self += alpha * other, self *=
+ * other, self *= s. KILN_OK, or a negative status (self is a leaf that
+ * requires grad with grad mode on, a shape other cannot broadcast to). */
 kiln_status kiln_add_(kiln_tensor *self, kiln_tensor *other, double alpha) {
   kiln_tensor *out[1];
-  int n = op_call(KILN_OP_ADD_, (op_val[]){OPV_T(self), OPV_T(other), OPV_F(alpha)}, 3, out, 1);
+  int n = op_call(KILN_OP_INPLACE(KILN_OP_ADD), (op_val[]){OPV_T(self), OPV_T(other), OPV_F(alpha)}, 3, out, 1);
   return n == 1 ? KILN_OK : n < 0 ? (kiln_status)n : KILN_ERR_STATE;
 }
 kiln_status kiln_mul_(kiln_tensor *self, kiln_tensor *other) {
   kiln_tensor *out[1];
-  int n = op_call(KILN_OP_MUL_, (op_val[]){OPV_T(self), OPV_T(other)}, 2, out, 1);
+  int n = op_call(KILN_OP_INPLACE(KILN_OP_MUL), (op_val[]){OPV_T(self), OPV_T(other)}, 2, out, 1);
   return n == 1 ? KILN_OK : n < 0 ? (kiln_status)n : KILN_ERR_STATE;
 }
 kiln_status kiln_mul_scalar_(kiln_tensor *self, double s) {
   kiln_tensor *out[1];
-  int n = op_call(KILN_OP_MUL_, (op_val[]){OPV_T(self), OPV_F(s)}, 2, out, 1);
+  int n = op_call(KILN_OP_INPLACE(KILN_OP_MUL), (op_val[]){OPV_T(self), OPV_F(s)}, 2, out, 1);
   return n == 1 ? KILN_OK : n < 0 ? (kiln_status)n : KILN_ERR_STATE;
 }
 kiln_tensor *kiln_div_scalar(kiln_tensor *a, double s) {

@@ -87,7 +87,7 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
   const op_info *info;
   op_meta small[4], *metas = small;
   int n = -1, cap = 4, rc;
-  if (op < 0 || op >= KILN_OP_COUNT)
+  if (op < 0 || op >= OP_INDEX_COUNT || !op_table[op].name)
     return core_error(KILN_ERR_INVALID, "op_call: no op %d", op);
   info = &op_table[op];
   if (n_args != info->n_args)

@@ -133,6 +133,8 @@ enum {
   OPF_SELF_OUT = 1 << 16,   /* not elementwise, but its kernel may write the result
                                into self's buffer when self has the result's shape
                                (it reads each element of self before writing it) */
+  OPF_HAS_INPLACE = 1 << 17, /* PyTorch has its in-place form <name>_ (Note
+                                [In-place variants]) */
 };
 
 typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,
@@ -169,7 +171,43 @@ enum kiln_op {
 #undef OP
 #undef EW
 
-extern const op_info op_table[KILN_OP_COUNT];
+/* Note [In-place variants]: an op flagged OPF_HAS_INPLACE has a second
+ * entry, KILN_OP_INPLACE(op), derived from its line (no line of its own):
+ * aten name "<name>_", the schema with self annotated `Tensor(a!)` and
+ * returned (op_schema_text), flags OPF_INPLACE | OPF_DECOMPOSES (plus
+ * OPF_RANDOM), and a runner (inplace.c) that computes the functional op and
+ * writes the result into self: the functional kernel straight into self
+ * when it can, else through a temporary; `other` broadcasts into self's
+ * shape, never self into other's; the result dtype must cast to self's
+ * (PyTorch's rule: no float into an integer tensor, nothing but bool into
+ * a bool one). Under autograd the functional op records the history and
+ * self takes it over (rebase_history). The derived entries sit after the
+ * functional ones in op_table; an op without an in-place form has an
+ * empty entry there (name NULL). Loops over KILN_OP_COUNT see the
+ * functional ops only. */
+#define OP_INDEX_COUNT (2 * KILN_OP_COUNT)
+#define KILN_OP_INPLACE(op) (KILN_OP_COUNT + (op))
+static inline bool op_is_inplace(int op) { return op >= KILN_OP_COUNT; }
+/* The functional op of an in-place entry (op itself otherwise). */
+static inline int op_functional(int op) { return op >= KILN_OP_COUNT ? op - KILN_OP_COUNT : op; }
+
+extern const op_info op_table[OP_INDEX_COUNT];
+
+/* The schema text of op: the table's, or for an in-place entry the
+ * derived one ("relu_(Tensor(a!) self) -> Tensor(a!)"). Static storage. */
+const char *op_schema_text(int op);
+
+/* Alias information from the schemas (Note [Alias annotations], alias.c):
+ * the arguments op writes (bit i = argument i), whether it writes argument
+ * i, and the argument output `out` may share memory with (-1: fresh). */
+unsigned op_written_args(int op);
+bool op_writes_arg(int op, int i);
+int op_output_alias(int op, int out);
+/* The in-place runner of KILN_OP_INPLACE(op) (inplace.c); the derived
+ * entries' infer and decompose call these. Same contracts as an entry's
+ * infer (the result meta is self's) and decompose. */
+int op_inplace_infer(int op, const op_val *args, int n_args, op_meta *outs, int max_outs);
+int op_inplace_run(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
 
 /* Prototypes of every op's functions (defined in src/ops/<group>.c). */
 #define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
@@ -227,6 +265,12 @@ extern kiln_status (*op_lazy_copy_hook)(kiln_tensor *dst, const kiln_tensor *src
 /* lazy: record a node instead of running; same contract as op_call. */
 extern int (*op_lazy_hook)(int op, const op_val *args, int n_args,
                            kiln_tensor **outs, int max_outs);
+/* autograd: self takes over result's history (rebase_history, Note
+ * [In-place autograd] in inplace.c); < 0 on error. */
+extern int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
+/* autograd: is t a view (made by a view op, or sharing its storage) of
+ * another tensor? */
+extern bool (*op_view_of_hook)(const kiln_tensor *t);
 /* Grad mode (thread-local); autograd's kiln_set_grad_enabled writes it. */
 extern _Thread_local bool op_grad_enabled;
 

@@ -16,8 +16,8 @@ typedef struct arg_info {
   bool has_default;
 } arg_info;
 
-static arg_info args_of[KILN_OP_COUNT][SCHEMA_MAX_ARGS];
-static int n_args_of[KILN_OP_COUNT];
+static arg_info args_of[OP_INDEX_COUNT][SCHEMA_MAX_ARGS];
+static int n_args_of[OP_INDEX_COUNT];
 static bool parsed;
 
 static void copy_trim(char *dst, size_t cap, const char *s, size_t n) {
@@ -54,8 +54,10 @@ static void parse_arg(const char *s, size_t n, arg_info *a) {
 }
 
 static void parse_all(void) {
-  for (int op = 0; op < KILN_OP_COUNT; op++) {
-    const char *s = strchr(op_table[op].schema, '(');
+  for (int op = 0; op < OP_INDEX_COUNT; op++) {
+    const char *text = op_schema_text(op);
+    if (!text) continue; /* no in-place form (Note [In-place variants]) */
+    const char *s = strchr(text, '(');
     int depth = 0, n = 0;
     const char *start = s + 1;
     for (const char *p = s + 1; *p; p++) {

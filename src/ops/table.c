@@ -43,7 +43,24 @@
 #undef OP
 #undef EW
 
-const op_info op_table[KILN_OP_COUNT] = {
+/* In-place entries (Note [In-place variants]): trampolines carrying the
+ * functional op's enum. */
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  static int ip_##name##_infer(const op_val *a, int n, op_meta *o, int m) {     \
+    return op_inplace_infer(KILN_OP_##ENUM, a, n, o, m);                       \
+  }                                                                            \
+  static int ip_##name##_run(const op_val *a, int n, kiln_tensor **o, int m) {  \
+    return op_inplace_run(KILN_OP_##ENUM, a, n, o, m);                         \
+  }
+#define EW OP
+#include "ops.def"
+#undef OP
+#undef EW
+
+#define IP_FLAGS(flags)                                                                    \
+  (((flags) & OPF_HAS_INPLACE) ? (((flags) & OPF_RANDOM) | OPF_INPLACE | OPF_DECOMPOSES) : 0u)
+
+const op_info op_table[OP_INDEX_COUNT] = {
 #define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
   [KILN_OP_##ENUM] = {aten,       schema,         doc,                          \
                       flags,      nin,            nargs,                        \
@@ -56,16 +73,64 @@ const op_info op_table[KILN_OP_COUNT] = {
 #include "ops.def"
 #undef OP
 #undef EW
+#define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \
+  [KILN_OP_COUNT + KILN_OP_##ENUM] = {((flags) & OPF_HAS_INPLACE) ? aten "_" : NULL,  \
+                                      schema, doc, IP_FLAGS(flags), nin, nargs,  \
+                                      ip_##name##_infer, NULL, NULL,             \
+                                      ip_##name##_run, NULL, NULL},
+#define EW OP
+#include "ops.def"
+#undef OP
+#undef EW
 };
 
 int op_find(const char *name) {
-  for (int i = 0; i < KILN_OP_COUNT; i++)
-    if (strcmp(op_table[i].name, name) == 0) return i;
+  for (int i = 0; i < OP_INDEX_COUNT; i++)
+    if (op_table[i].name && strcmp(op_table[i].name, name) == 0) return i;
   return -1;
 }
 
 int op_find_arity(const char *name, int n_args) {
-  for (int i = 0; i < KILN_OP_COUNT; i++)
-    if (op_table[i].n_args == n_args && strcmp(op_table[i].name, name) == 0) return i;
+  for (int i = 0; i < OP_INDEX_COUNT; i++)
+    if (op_table[i].name && op_table[i].n_args == n_args && strcmp(op_table[i].name, name) == 0)
+      return i;
   return -1;
+}
+
+/* "add.Tensor(Tensor self, ...) -> Tensor" -> "add_.Tensor(Tensor(a!) self, ...) -> Tensor(a!)" */
+static void derive_inplace_schema(const char *s, char *out, size_t cap) {
+  size_t k = 0;
+  const char *dot = strchr(s, '.'), *paren = strchr(s, '(');
+  const char *name_end = dot && dot < paren ? dot : paren;
+#define PUT(p, n)                                                                \
+  do {                                                                           \
+    size_t n_ = (size_t)(n);                                                     \
+    if (k + n_ >= cap) n_ = cap - 1 - k;                                         \
+    memcpy(out + k, (p), n_);                                                    \
+    k += n_;                                                                     \
+  } while (0)
+  PUT(s, name_end - s);
+  PUT("_", 1);
+  PUT(name_end, paren + 1 - name_end);
+  const char *a = paren + 1;
+  if (strncmp(a, "Tensor ", 7) == 0) {
+    PUT("Tensor(a!)", 10);
+    a += 6;
+  }
+  const char *arrow = strstr(a, ") -> ");
+  if (!arrow) arrow = a + strlen(a);
+  PUT(a, arrow - a);
+  PUT(") -> Tensor(a!)", 15);
+#undef PUT
+  out[k] = 0;
+}
+
+const char *op_schema_text(int op) {
+  static char derived[KILN_OP_COUNT][320];
+  if (op < 0 || op >= OP_INDEX_COUNT) return NULL;
+  if (!op_is_inplace(op)) return op_table[op].schema;
+  if (!op_table[op].name) return NULL;
+  char *d = derived[op_functional(op)];
+  if (!d[0]) derive_inplace_schema(op_table[op].schema, d, sizeof derived[0]);
+  return d;
 }

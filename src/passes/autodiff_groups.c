@@ -25,12 +25,18 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "passes.h"
 
 static bool is_constant(const ir_value *v) { return v->node && v->node->prim == IR_PRIM_CONSTANT; }
+
+/* The alias analysis of the graph being grouped (Note [Alias analysis]):
+ * a node touching written memory stays outside, in order. */
+static _Thread_local pass_alias *group_alias;
 
 /* May node n join a differentiable group? */
 static bool groupable(const ir_node *n) {
   if (n->n_blocks) return false;
+  if (group_alias && pass_alias_has_writers(group_alias, n)) return false;
   if (n->op >= 0) {
     const op_info *info = &op_table[n->op];
     if (!(info->flags & OPF_DIFF)) return false;
@@ -248,7 +254,13 @@ fail:
 }
 
 int pass_create_autodiff_subgraphs(ir_graph *g, int min_size) {
-  return group_block(g, ir_graph_top(g), min_size < 1 ? 1 : min_size);
+  pass_alias *a = pass_alias_new(g);
+  if (!a) return KILN_ERR_NOMEM;
+  group_alias = a;
+  int rc = group_block(g, ir_graph_top(g), min_size < 1 ? 1 : min_size);
+  group_alias = NULL;
+  pass_alias_free(a);
+  return rc;
 }
 
 /* ---- guards --------------------------------------------------------------- */

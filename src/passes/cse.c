@@ -25,6 +25,7 @@ typedef struct cse {
   int *buckets;  /* bucket -> newest entry, or -1 */
   int n_buckets; /* a power of two */
   bool lists_mutable;
+  pass_alias *alias; /* Note [Alias analysis]: nothing touching written memory merges */
 } cse;
 
 /* ---- hashing and equality ----------------------------------------------------- */
@@ -136,6 +137,7 @@ static bool nodes_equal(const ir_node *a, const ir_node *b) {
 /* May n be merged with an equal node? (see pass_cse in passes.h) */
 static bool candidate(const cse *c, const ir_node *n) {
   if (n->n_blocks || n->n_outputs == 0) return false;
+  if (pass_alias_has_writers(c->alias, n)) return false; /* Note [Alias analysis] */
   if (n->op >= 0) {
     if (op_table[n->op].flags & OPF_RANDOM) return false;
   } else {
@@ -236,10 +238,12 @@ done:
 static int cse_graph(ir_graph *g) {
   cse c = {0};
   c.lists_mutable = pass_graph_mutates_lists(g);
-  int rc = rehash(&c, 64);
+  c.alias = pass_alias_new(g);
+  int rc = c.alias ? rehash(&c, 64) : KILN_ERR_NOMEM;
   if (rc >= 0) rc = cse_block(&c, ir_graph_top(g));
   core_free(c.entries);
   core_free(c.buckets);
+  pass_alias_free(c.alias);
   if (rc < 0) return rc;
   int sub = pass_for_each_subgraph(g, cse_graph);
   return sub < 0 ? sub : rc + sub;

@@ -19,6 +19,8 @@
 typedef struct dce {
   uint8_t *live_v;  /* by value id */
   uint8_t *live_n;  /* by node id */
+  uint8_t *live_s;  /* by alias set (Note [DCE and writes]) */
+  pass_alias *alias;
   bool changed;
 } dce;
 
@@ -27,6 +29,24 @@ static void mark_value(dce *d, const ir_value *v) {
     d->live_v[v->id] = 1;
     d->changed = true;
   }
+  int s = pass_alias_set(d->alias, v);
+  if (s >= 0 && !d->live_s[s]) {
+    d->live_s[s] = 1;
+    d->changed = true;
+  }
+}
+
+/* Note [DCE and writes]: a node that writes memory (an in-place op) is
+ * live when that memory is: when it may be the caller's (a graph input:
+ * the write must be seen) or when any value sharing it is live (a later
+ * reader needs the write). A write to a temporary nothing reads goes. */
+static bool writes_live(const dce *d, const ir_node *n) {
+  for (int i = 0; i < n->n_inputs; i++) {
+    if (!pass_alias_input_written(n, i)) continue;
+    int s = pass_alias_set(d->alias, n->inputs[i]);
+    if (s >= 0 && (d->live_s[s] || pass_alias_is_external(d->alias, n->inputs[i]))) return true;
+  }
+  return false;
 }
 
 /* Marks n live, and every node whose block holds it (the block must run). */
@@ -45,7 +65,7 @@ static bool loop_carried_live(const dce *d, const ir_node *loop, int j) {
 /* One bottom-up sweep over b (Note [DCE liveness]). */
 static void mark_block(dce *d, const ir_block *b) {
   for (const ir_node *n = b->last; n; n = n->prev) {
-    bool live = d->live_n[n->id] || pass_has_side_effects(n, false);
+    bool live = d->live_n[n->id] || pass_has_side_effects(n, false) || writes_live(d, n);
     for (int i = 0; i < n->n_outputs && !live; i++) live = d->live_v[n->outputs[i]->id];
     if (live) mark_node(d, n);
     if (n->prim == IR_PRIM_IF) {
@@ -120,12 +140,14 @@ static int dce_graph(ir_graph *g) {
   int n_values = ir_graph_value_count(g), n_nodes = ir_graph_node_count(g);
   d.live_v = core_calloc((size_t)(n_values ? n_values : 1), 1);
   d.live_n = core_calloc((size_t)(n_nodes ? n_nodes : 1), 1);
-  if (!d.live_v || !d.live_n) {
+  d.live_s = core_calloc((size_t)(n_values ? n_values : 1), 1);
+  d.alias = pass_alias_new(g);
+  if (!d.live_v || !d.live_n || !d.live_s || !d.alias) {
     rc = core_error(KILN_ERR_NOMEM, "pass_dce: out of memory");
     goto done;
   }
   ir_block *top = ir_graph_top(g);
-  for (int i = 0; i < ir_block_n_returns(top); i++) d.live_v[ir_block_return(top, i)->id] = 1;
+  for (int i = 0; i < ir_block_n_returns(top); i++) mark_value(&d, ir_block_return(top, i));
   do {
     d.changed = false;
     mark_block(&d, top);
@@ -138,6 +160,8 @@ static int dce_graph(ir_graph *g) {
 done:
   core_free(d.live_v);
   core_free(d.live_n);
+  core_free(d.live_s);
+  pass_alias_free(d.alias);
   return rc;
 }
 

@@ -19,8 +19,14 @@
 
 static bool is_constant(const ir_value *v) { return v->node && v->node->prim == IR_PRIM_CONSTANT; }
 
+/* The alias analysis of the graph being fused (Note [Alias analysis]):
+ * nothing touching written memory joins a group, and no node sinks past
+ * a node it conflicts with. */
+static _Thread_local pass_alias *fuse_alias;
+
 static bool fusible(const ir_node *n) {
   if (n->op < 0 || n->n_blocks || n->n_outputs != 1) return false;
+  if (fuse_alias && pass_alias_has_writers(fuse_alias, n)) return false;
   const op_info *info = &op_table[n->op];
   if (!(info->flags & OPF_FUSIBLE) || (info->flags & OPF_RANDOM)) return false;
   if (n->outputs[0]->type->kind != IR_TYPE_TENSOR) return false;
@@ -193,7 +199,7 @@ static void sink_fusible(ir_block *b) {
     for (; first; first = first->next) {
       bool uses = false;
       for (int u = 0; u < v->n_uses && !uses; u++) uses = ancestor_in(b, v->uses[u].user) == first;
-      if (uses || first->n_blocks || (first->op >= 0 && (op_table[first->op].flags & OPF_INPLACE)))
+      if (uses || first->n_blocks || !fuse_alias || pass_alias_conflict(fuse_alias, n, first))
         break;
     }
     if (first && first != n->next) ir_node_move_before(n, first);
@@ -235,7 +241,15 @@ static int fuse_block(ir_graph *g, ir_block *b) {
   return made + rc;
 }
 
-int pass_fuse(ir_graph *g) { return fuse_block(g, ir_graph_top(g)); }
+int pass_fuse(ir_graph *g) {
+  pass_alias *a = pass_alias_new(g);
+  if (!a) return KILN_ERR_NOMEM;
+  fuse_alias = a;
+  int rc = fuse_block(g, ir_graph_top(g));
+  fuse_alias = NULL;
+  pass_alias_free(a);
+  return rc;
+}
 
 /* ---- GEMM epilogues ------------------------------------------------------------ */
 

@@ -23,8 +23,13 @@
  * not side effects: an unused dropout is removed (TorchScript does the
  * same). They are, however, never merged by CSE.
  *
- * Note [List mutation]: tensors in a graph are immutable (the op table
- * has no in-place ops), but lists are not: aten::append changes its list
+ * Note [List mutation]: tensors may be written in place (aten::relu_,
+ * add_, batch_norm's running statistics): the alias analysis (Note [Alias
+ * analysis], alias.c) says which values share written memory, and every
+ * pass consults it (DCE keeps writes to live or caller-visible memory,
+ * CSE, peepholes, fusion and autodiff grouping leave nodes touching
+ * written memory alone and never move a node past a conflicting write).
+ * Lists are handled separately: aten::append changes its list
  * in place, and a prim::Constant list is one object shared by every run
  * of the compiled code. So when a graph may mutate lists (it has an
  * aten::append, or a prim::CallFunction that could), no pass merges,
@@ -192,6 +197,38 @@ bool pass_type_has_list(const ir_type *t);
 /* Calls fn on every subgraph held (IR_ATTR_GRAPH attributes) by a node of
  * g, in all blocks; sums what fn returns, stopping at the first < 0. */
 int pass_for_each_subgraph(ir_graph *g, int (*fn)(ir_graph *));
+
+/* ---- alias analysis (src/passes/alias.c, Note [Alias analysis]) ---------- */
+
+typedef struct pass_alias pass_alias;
+/* Analyses g (all blocks; subgraphs count as the nodes holding them). The
+ * result describes g as it is now: a pass that adds values or changes
+ * aliasing builds a new one. NULL on OOM (error set). */
+pass_alias *pass_alias_new(const ir_graph *g);
+void pass_alias_free(pass_alias *a);
+/* The alias set of v (>= 0), or -1 when v cannot hold a tensor. */
+int pass_alias_set(const pass_alias *a, const ir_value *v);
+bool pass_alias_may_alias(const pass_alias *a, const ir_value *x, const ir_value *y);
+/* Does some node of the graph write memory v may share? */
+bool pass_alias_is_written(const pass_alias *a, const ir_value *v);
+/* May v share memory with the caller's (a graph input, a function's)? */
+bool pass_alias_is_external(const pass_alias *a, const ir_value *v);
+/* Does n write its input i (schema `(a!)`, a subgraph holding writers,
+ * CallFunction)? Does n (or a node in its blocks) write anything? */
+bool pass_alias_input_written(const ir_node *n, int i);
+bool pass_alias_writes(const ir_node *n);
+/* Do n's inputs or outputs share memory that some node writes
+ * (TorchScript's hasWriters)? Such a node is never merged, folded or
+ * looked through, fused or pulled into a DifferentiableGraph. */
+bool pass_alias_has_writers(const pass_alias *a, const ir_node *n);
+/* Does one of x and y (nested nodes included) write memory the other
+ * reads or writes? */
+bool pass_alias_conflict(const pass_alias *a, const ir_node *x, const ir_node *y);
+/* May n move to just before pos (an earlier node of its block) without
+ * changing what the graph computes: no node from pos up to n defines one
+ * of n's inputs or conflicts with n (TorchScript's
+ * couldMoveBeforeTopologically)? */
+bool pass_alias_could_move_before(const pass_alias *a, const ir_node *n, const ir_node *pos);
 
 /* ---- constants (src/passes/const.c) -------------------------------------- */
 

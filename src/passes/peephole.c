@@ -19,6 +19,7 @@
 typedef struct peep {
   ir_graph *g;
   bool lists_mutable;
+  pass_alias *alias; /* Note [Alias analysis] */
 } peep;
 
 /* ---- helpers ------------------------------------------------------------------------ */
@@ -237,6 +238,9 @@ static int peep_index(peep *p, ir_node *n) {
 
 static int peep_node(peep *p, ir_node *n) {
   if (n->op >= 0) {
+    /* x * 1 -> x and the like turn a fresh value into x itself: never
+     * when either is written (Note [Alias analysis]) */
+    if (pass_alias_has_writers(p->alias, n)) return 0;
     switch (n->op) {
     case KILN_OP_MUL:
     case KILN_OP_DIV: return peep_mul_div(n);
@@ -273,8 +277,9 @@ static int peep_block(peep *p, ir_block *b) {
 }
 
 static int peep_graph(ir_graph *g) {
-  peep p = {g, pass_graph_mutates_lists(g)};
-  int rc = peep_block(&p, ir_graph_top(g));
+  peep p = {g, pass_graph_mutates_lists(g), pass_alias_new(g)};
+  int rc = p.alias ? peep_block(&p, ir_graph_top(g)) : KILN_ERR_NOMEM;
+  pass_alias_free(p.alias);
   if (rc < 0) return rc;
   int sub = pass_for_each_subgraph(g, peep_graph);
   return sub < 0 ? sub : rc + sub;

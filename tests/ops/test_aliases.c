@@ -58,12 +58,12 @@ TEST(aliases_values) {
   CHECK(op_call1(KILN_OP_FLATTEN, (op_val[]){OPV_T(x), OPV_I(1), OPV_I(0)}, 3) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "start_dim");
   /* in place: x is modified and returned */
-  kiln_tensor *y = op_call1(KILN_OP_RELU_, (op_val[]){OPV_T(x)}, 1);
+  kiln_tensor *y = op_call1(KILN_OP_INPLACE(KILN_OP_RELU), (op_val[]){OPV_T(x)}, 1);
   CHECK(y == x);
   CHECK_NEAR(core_get_flat(x, 1), 0, 0);
   kiln_tensor *w = kiln_clone(x);
   kiln_set_requires_grad(w, true);
-  CHECK(op_call1(KILN_OP_RELU_, (op_val[]){OPV_T(w)}, 1) == NULL);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_RELU), (op_val[]){OPV_T(w)}, 1) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "in-place");
   kiln_scope_end();
 }

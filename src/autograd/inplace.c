@@ -1,0 +1,32 @@
+/* src/autograd/inplace.c: autograd's side of in-place ops (Note [In-place
+ * autograd] in src/ops/inplace.c): rebasing a written tensor's history
+ * onto the in-place op's backward node, and telling views apart. */
+#include "autograd.h"
+
+/* self takes result's grad_fn and output number (PyTorch's rebase_history). */
+static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
+  ag_meta *from = ag_meta_get(result), *to = ag_meta_get(self);
+  if (!from || !to) return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+  if (!from->grad_fn) return 0;
+  ag_node_retain(from->grad_fn);
+  if (to->grad_fn) ag_node_release(to->grad_fn);
+  to->grad_fn = from->grad_fn;
+  to->output_nr = from->output_nr;
+  self->requires_grad = true;
+  return 0;
+}
+
+/* A view: made by a view op (its grad_fn's op is OPF_VIEW), or, when it
+ * has no history, sharing its storage with another tensor header. */
+static bool view_of(const kiln_tensor *t) {
+  if (t->ag && t->ag->grad_fn) {
+    int op = t->ag->grad_fn->op;
+    return op >= 0 && (op_table[op].flags & OPF_VIEW);
+  }
+  return t->storage && t->storage->refcount > 1;
+}
+
+__attribute__((constructor)) static void inplace_ctor(void) {
+  op_rebase_history_hook = rebase_history;
+  op_view_of_hook = view_of;
+}

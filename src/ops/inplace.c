@@ -1,0 +1,145 @@
+/* src/ops/inplace.c: the runner of every derived in-place entry (Note
+ * [In-place variants] in op.h): aten::relu_, add_, mul_, clamp_, ... run
+ * their functional op's kernel and write the result into self. */
+#include <string.h>
+
+#include "op.h"
+
+int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
+bool (*op_view_of_hook)(const kiln_tensor *t);
+
+int op_inplace_infer(int op, const op_val *a, int n_args, op_meta *outs, int max_outs) {
+  char d[64];
+  (void)n_args;
+  if (max_outs < 1) return core_error(KILN_ERR_INVALID, "%s_: no room for the result", op_table[op].name);
+  if (a[0].tag != OP_VAL_TENSOR)
+    return core_error(KILN_ERR_INVALID, "%s_: expected a tensor for 'self', got %s",
+                      op_table[op].name, op_val_desc(&a[0], d, sizeof d));
+  op_meta_of(a[0].t, &outs[0]);
+  return 1;
+}
+
+static bool any_requires_grad(const op_val *a, int n) {
+  for (int i = 0; i < n; i++) {
+    if (a[i].tag == OP_VAL_TENSOR && a[i].t->requires_grad) return true;
+    if (a[i].tag == OP_VAL_TENSORS)
+      for (int k = 0; k < a[i].ts.n; k++)
+        if (a[i].ts.v[k]->requires_grad) return true;
+  }
+  return false;
+}
+
+/* PyTorch's rules for writing a result into self: its shape must be
+ * self's (self does not grow by broadcasting), and its dtype must cast to
+ * self's without losing its kind (no float into an integer tensor, no
+ * number into a bool one). */
+static int check_fits(const char *name, const kiln_tensor *self, int ndim, const int64_t *shape,
+                      kiln_dtype dt) {
+  char sh[2][96];
+  if (ndim != self->ndim || memcmp(shape, self->shape, (size_t)ndim * sizeof *shape))
+    return core_error(KILN_ERR_INVALID, "%s: output with shape %s doesn't match the broadcast shape %s",
+                      name, core_shape_str(self->ndim, self->shape, sh[0], sizeof sh[0]),
+                      core_shape_str(ndim, shape, sh[1], sizeof sh[1]));
+  if ((core_dtype_is_floating(dt) && !core_dtype_is_floating(self->dtype)) ||
+      (dt != KILN_DTYPE_BOOL && self->dtype == KILN_DTYPE_BOOL))
+    return core_error(KILN_ERR_INVALID,
+                      "%s: result type %s can't be cast to the desired output type %s", name,
+                      kiln_dtype_name(dt), kiln_dtype_name(self->dtype));
+  return 0;
+}
+
+/* Note [In place]: on the CPU, an elementwise op whose result has self's
+ * shape and dtype writes straight into a contiguous self (one pass, no
+ * temporary), as long as no other argument overlaps self differently
+ * (reading element i and writing element i is safe; anything else takes
+ * the functional op and a copy). */
+static bool direct_ok(int op, const op_val *a, int n_args, const kiln_tensor *self) {
+  bool direct = self->device == CORE_DEVICE_CPU && (op_table[op].flags & OPF_ELEMENTWISE) &&
+                core_is_contiguous(self);
+  for (int i = 1; i < n_args && direct; i++) {
+    if (a[i].tag != OP_VAL_TENSOR) continue;
+    const kiln_tensor *o = a[i].t;
+    direct = o->device == CORE_DEVICE_CPU &&
+             (o->storage != self->storage ||
+              (o->offset == self->offset && o->ndim == self->ndim &&
+               !memcmp(o->shape, self->shape, (size_t)o->ndim * sizeof *o->shape) &&
+               !memcmp(o->strides, self->strides, (size_t)o->ndim * sizeof *o->strides)));
+  }
+  return direct;
+}
+
+/* Note [In-place autograd]: as PyTorch. In-place on a leaf that requires
+ * grad is an error while grad mode is on (an optimizer step runs under
+ * no_grad). Otherwise, when some argument requires grad, the functional op
+ * runs on the arguments (on a clone of self when its formula saves its
+ * inputs, so that the write below does not invalidate what it saved) and
+ * records its backward node; the result is written into self and self
+ * takes over the result's history (rebase_history): later readers of self
+ * differentiate through the in-place op, and backward nodes that saved
+ * self's old value fail through the version counter. A view of other
+ * memory (a tensor made by a view op, or sharing its storage) cannot be
+ * rebased without PyTorch's CopySlices, so recording an in-place op on
+ * one is an error that says so. */
+static int check_autograd(const char *name, const kiln_tensor *self) {
+  if (self->requires_grad && op_is_leaf_hook && op_is_leaf_hook(self))
+    return core_error(KILN_ERR_INVALID,
+                      "%s: a leaf Variable that requires grad is being used in an in-place "
+                      "operation.",
+                      name);
+  if (op_view_of_hook && op_view_of_hook(self))
+    return core_error(KILN_ERR_UNSUPPORTED,
+                      "%s: an in-place operation on a view of a tensor, recorded by autograd, "
+                      "needs PyTorch's CopySlices, which kiln does not implement; clone the "
+                      "view (or write the base tensor) instead",
+                      name);
+  return 0;
+}
+
+int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int max_outs) {
+  char d[64];
+  const char *name = op_table[KILN_OP_INPLACE(op)].name;
+  op_val args[32];
+  if (max_outs < 1) return core_error(KILN_ERR_INVALID, "%s: no room for the result", name);
+  if (n_args > (int)(sizeof args / sizeof *args))
+    return core_error(KILN_ERR_INVALID, "%s: too many arguments (%d)", name, n_args);
+  if (a[0].tag != OP_VAL_TENSOR)
+    return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", name,
+                      op_val_desc(&a[0], d, sizeof d));
+  kiln_tensor *self = a[0].t;
+  bool lazy = self->device == CORE_DEVICE_LAZY;
+  for (int i = 1; i < n_args; i++) lazy |= a[i].tag == OP_VAL_TENSOR && a[i].t->device == CORE_DEVICE_LAZY;
+  bool record = op_grad_enabled && any_requires_grad(a, n_args);
+  if (record && check_autograd(name, self) < 0) return KILN_ERR_INVALID;
+  if (!record && !lazy && (op_table[op].flags & OPF_ELEMENTWISE)) {
+    op_meta m[1];
+    if (op_table[op].infer(a, n_args, m, 1) < 0) return -1;
+    if (check_fits(name, self, m[0].ndim, m[0].shape, m[0].dtype) < 0) return KILN_ERR_INVALID;
+    if (direct_ok(op, a, n_args, self)) {
+      if (op_call_into(op, a, n_args, self) == 0) {
+        outs[0] = core_autorelease(kiln_retain(self));
+        return outs[0] ? 1 : KILN_ERR_NOMEM;
+      }
+      kiln_clear_error(); /* e.g. a wider result dtype: the general path */
+    }
+  }
+  memcpy(args, a, (size_t)n_args * sizeof *args);
+  if (record && !(op_table[op].flags & OPF_NO_SAVE_IN)) {
+    kiln_tensor *c = kiln_clone(self); /* its formula saves self (Note [In-place autograd]) */
+    if (!c) return -1;
+    args[0] = OPV_T(c);
+  }
+  kiln_tensor *r = op_call1(op, args, n_args);
+  if (!r) return -1;
+  if (check_fits(name, self, r->ndim, r->shape, r->dtype) < 0) return KILN_ERR_INVALID;
+  if (record && r->dtype != self->dtype && !(r = kiln_to_dtype(r, self->dtype))) return -1;
+  if (lazy || !record) {
+    if (kiln_copy_(self, r) < 0) return -1;
+  } else {
+    op_copy_into(self, r);
+    core_bump_version(self);
+    if (r->requires_grad && op_rebase_history_hook && op_rebase_history_hook(self, r) < 0)
+      return -1;
+  }
+  outs[0] = core_autorelease(kiln_retain(self));
+  return outs[0] ? 1 : KILN_ERR_NOMEM;
+}
