@@ -1079,6 +1079,92 @@ KILN_API kiln_status kiln_nn_eval_checkpoint(const char *path, const char *data_
                                              double *accuracy);
 
 /* ===================================================================== */
+/* nn: imported PyTorch modules (tools/kiln-export)                       */
+/* ===================================================================== */
+/* A model is an nn.Module exported by tools/kiln-export: NAME.ir, the
+ * graph torch.jit.script(m).graph prints after inlining (`%self :
+ * __torch__.X` and prim::GetAttr chains on it, then a manifest of the
+ * state_dict in `# kiln:` comment lines), and NAME.safetensors, the
+ * state_dict under PyTorch's names with the non-tensor attributes the
+ * graph reads in its metadata ("attr:bn1.training" -> "true"). Loading
+ * binds each GetAttr chain: a chain ending in a tensor reads the entry of
+ * its dotted path ("layer1.0.conv1.weight"), one ending in a number, bool,
+ * string, list or None the metadata value; prim::SetAttr on a tensor and
+ * in-place ops on buffers (BatchNorm's running statistics) write into the
+ * model's tensors. F16 and BF16 weights load as float32.
+ *
+ *   kiln_model *m = kiln_model_load("r18.ir", "r18.safetensors", NULL);
+ *   if (!m) { fprintf(stderr, "%s\n", kiln_last_error()); return 1; }
+ *   kiln_model_set_training(m, false);                 // eval()
+ *   kiln_value in = {.kind = KILN_VALUE_TENSOR, .t = x}, out[1];
+ *   kiln_scope_begin();
+ *   if (kiln_model_call(m, &in, 1, out, 1) == 1) ... out[0].t: the logits ...
+ *   kiln_scope_end();
+ *   for (int i = 0; i < kiln_model_n_tensors(m); i++)  // "conv1.weight", ...
+ *     printf("%s\n", kiln_model_tensor_name(m, i));
+ *   kiln_model_save(m, "r18-tuned.safetensors");        // load_state_dict-able
+ *   kiln_model_free(m);
+ *
+ * Training: kiln_model_module(m) holds the parameters (requires grad) as a
+ * kiln_nn_module; give it to kiln_optim_new, call the model, take a loss,
+ * kiln_backward, kiln_optim_step (what `kiln train --graph` does). */
+typedef struct kiln_model kiln_model;
+
+typedef struct kiln_model_opts {
+  kiln_nn_mode mode;   /* eager: the graph's nodes run one by one on eager
+                          tensors (autograd records them); jit (default): the
+                          profiling executor; lazy: the nodes run on lazy
+                          tensors (the tensors are moved to the LAZY device;
+                          call kiln_mark_step) */
+  int training;        /* -1 (default): as exported; 0 eval, 1 training */
+  const kiln_function_options *jit; /* jit options (NULL: defaults) */
+} kiln_model_opts;
+
+KILN_API void kiln_model_opts_default(kiln_model_opts *o);
+/* Loads graph_path and weights_path (o NULL: defaults). Checks the weights
+ * against the graph's manifest and binds the graph; NULL with a one-line
+ * error naming the file and the entry otherwise: an entry missing, of
+ * another shape or dtype (both named), weights of another class, a
+ * truncated or malformed file, a GetAttr of a kind kiln does not bind. */
+KILN_API kiln_model *kiln_model_load(const char *graph_path, const char *weights_path,
+                                     const kiln_model_opts *o);
+KILN_API void kiln_model_free(kiln_model *m);
+/* Calls the forward on the module's own inputs (borrowed); outputs as
+ * kiln_function_call writes them (new references in the current scope).
+ * Returns the output count or a negative status. */
+KILN_API int kiln_model_call(kiln_model *m, const kiln_value *inputs, int n_inputs,
+                             kiln_value *outputs, int max_outputs);
+KILN_API int kiln_model_n_inputs(const kiln_model *m);
+/* The exported example input i: its shape into shape (KILN_MAX_DIMS room)
+ * and dtype; returns ndim, or -1 if the export recorded none. */
+KILN_API int kiln_model_input_shape(const kiln_model *m, int i, int64_t *shape,
+                                    kiln_dtype *dtype);
+/* The training flag every `training` attribute reads (module.train()). */
+KILN_API kiln_status kiln_model_set_training(kiln_model *m, bool training);
+KILN_API bool kiln_model_is_training(const kiln_model *m);
+/* Named tensors in state_dict order: parameters and buffers. Names and
+ * tensors BORROWED (a tensor until kiln_model_to_lazy or the next
+ * optimizer step replaces nothing: steps update in place). */
+KILN_API int kiln_model_n_tensors(const kiln_model *m);
+KILN_API const char *kiln_model_tensor_name(const kiln_model *m, int i);
+KILN_API kiln_tensor *kiln_model_tensor(const kiln_model *m, int i);
+KILN_API bool kiln_model_tensor_is_param(const kiln_model *m, int i);
+KILN_API kiln_tensor *kiln_model_find(const kiln_model *m, const char *name);
+/* Copies value into the tensor of that name (same shape). */
+KILN_API kiln_status kiln_model_set_tensor(kiln_model *m, const char *name, kiln_tensor *value);
+/* Writes every tensor under its name with the loaded file's metadata
+ * (crash-safe, as kiln_safetensors_save): PyTorch's
+ * m.load_state_dict(...) of it gives the model back. */
+KILN_API kiln_status kiln_model_save(const kiln_model *m, const char *path);
+/* The parameters as a module (borrowed; owned by m). */
+KILN_API kiln_nn_module *kiln_model_module(const kiln_model *m);
+/* The function of the current training flag (borrowed): its inputs are
+ * the model's inputs, then the bound tensors. For its stats. */
+KILN_API kiln_function *kiln_model_function(kiln_model *m);
+/* Moves parameters and buffers to the LAZY device. */
+KILN_API kiln_status kiln_model_to_lazy(kiln_model *m);
+
+/* ===================================================================== */
 /* nn: .npy files (numpy's format, NEP 1)                                 */
 /* ===================================================================== */
 /* Reads versions 1.0, 2.0 and 3.0 with dtypes '<f4' '<f8' '<i8' '|b1'

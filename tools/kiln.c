@@ -16,6 +16,8 @@ static int usage(void) {
           "usage:\n"
           "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad]\n"
           "           [--phases SPEC] [--stats FILE.json] --out DIR\n"
+          "           [--weights W.safetensors [--save-weights FILE] [--mode eager|jit|lazy] [--eval]]\n"
+          "      --weights: GRAPH.ir is a module graph from tools/kiln-export, bound to W\n"
           "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
           "      --phases '3:1,2;2:;3:1,2': 3 calls with inputs 1,2 requiring grad, 2 with\n"
           "        none, 3 with 1,2 again (outputs and grads are the last call's)\n"
@@ -146,6 +148,10 @@ static int write_text(const char *path, const char *text) {
 
 static int cmd_run(int argc, char **argv) {
   const char *graph_path = NULL, *out_dir = NULL, *phases_arg = NULL, *stats_path = NULL;
+  const char *weights = NULL, *save_weights = NULL;
+  kiln_model_opts mo;
+  kiln_model_opts_default(&mo);
+  kiln_model *model = NULL;
   phase phases[MAX_PHASES];
   int n_phases = 0;
   const char *inputs_arg[MAX_IO];
@@ -157,7 +163,12 @@ static int cmd_run(int argc, char **argv) {
     else if (strcmp(argv[i], "--grad") == 0) want_grad = true;
     else if (strcmp(argv[i], "--phases") == 0 && i + 1 < argc) phases_arg = argv[++i];
     else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) stats_path = argv[++i];
-    else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
+    else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc) weights = argv[++i];
+    else if (strcmp(argv[i], "--save-weights") == 0 && i + 1 < argc) save_weights = argv[++i];
+    else if (strcmp(argv[i], "--eval") == 0) mo.training = 0;
+    else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
+      if ((int)(mo.mode = (kiln_nn_mode)kiln_nn_mode_parse(argv[++i])) < 0) return usage();
+    } else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
       n_rg = parse_index_list(argv[++i], rg, MAX_IO);
       if (n_rg < 0) {
         fprintf(stderr, "kiln: --requires-grad: expected indices like 0,2\n");
@@ -187,16 +198,22 @@ static int cmd_run(int argc, char **argv) {
     return 1;
   }
   kiln_scope_begin();
-  kiln_graph *g = kiln_graph_load(graph_path);
+  kiln_graph *g = NULL;
   kiln_function *f = NULL;
   kiln_value in[MAX_IO], out[MAX_IO];
   int n_out = 0;
-  if (!g) {
+  if (weights) {
+    if (!(model = kiln_model_load(graph_path, weights, &mo))) {
+      rc = fail("cannot load the model");
+      goto done;
+    }
+  } else if (!(g = kiln_graph_load(graph_path))) {
     rc = fail("cannot load the graph");
     goto done;
   }
-  if (kiln_graph_n_inputs(g) != n_in) {
-    fprintf(stderr, "kiln: %s takes %d inputs, %d given\n", graph_path, kiln_graph_n_inputs(g), n_in);
+  int n_want = model ? kiln_model_n_inputs(model) : kiln_graph_n_inputs(g);
+  if (n_want != n_in) {
+    fprintf(stderr, "kiln: %s takes %d inputs, %d given\n", graph_path, n_want, n_in);
     goto done;
   }
   for (int i = 0; i < n_in; i++)
@@ -212,7 +229,13 @@ static int cmd_run(int argc, char **argv) {
         goto done;
       }
     }
-  f = kiln_function_new(g);
+  if (model && mo.mode == KILN_NN_LAZY)
+    for (int i = 0; i < n_in; i++)
+      if (in[i].kind == KILN_VALUE_TENSOR && !(in[i].t = kiln_to_lazy(in[i].t))) {
+        rc = fail("to lazy");
+        goto done;
+      }
+  f = model ? kiln_model_function(model) : kiln_function_new(g);
   if (!f) {
     rc = fail("cannot build the function");
     goto done;
@@ -228,7 +251,9 @@ static int cmd_run(int argc, char **argv) {
       }
     }
     for (int r = 0; r < phases[p].calls; r++) {
-      n_out = kiln_function_call(f, in, n_in, out, MAX_IO);
+      n_out = model ? kiln_model_call(model, in, n_in, out, MAX_IO)
+                    : kiln_function_call(f, in, n_in, out, MAX_IO);
+      if (n_out >= 0 && model && mo.mode == KILN_NN_LAZY && kiln_mark_step() < 0) n_out = -1;
       if (n_out < 0) {
         rc = fail("run failed");
         goto done;
@@ -237,6 +262,8 @@ static int cmd_run(int argc, char **argv) {
   }
   n_rg = phases[n_phases - 1].n_rg;
   memcpy(rg, phases[n_phases - 1].rg, sizeof rg);
+  for (int k = 0; k < n_out; k++)
+    if (out[k].kind == KILN_VALUE_TENSOR && !(out[k].t = kiln_to_cpu(out[k].t))) n_out = -1;
   for (int k = 0; k < n_out; k++)
     if (save_value(out_dir, "out", k, &out[k]) < 0) {
       rc = fail("cannot write an output");
@@ -275,10 +302,15 @@ static int cmd_run(int argc, char **argv) {
     }
     kiln_free(json);
   }
+  if (save_weights && kiln_model_save(model, save_weights) < 0) {
+    rc = fail("cannot save the weights");
+    goto done;
+  }
   rc = 0;
 done:
   /* inputs (kiln_npy_load) and outputs belong to the scope */
-  kiln_function_free(f);
+  if (model) kiln_model_free(model);
+  else kiln_function_free(f);
   kiln_graph_free(g);
   kiln_scope_end();
   return rc;
