@@ -42,7 +42,10 @@ endif
 # mpi.h. Without it the dist calls fail with "built without MPI".
 ifeq ($(MPI),1)
   BUILD := $(BUILD)-mpi
-  MPI_# -fPIC: the same objects make libkiln.so, libkiln.a and kiln's programs.
+  MPI_CFLAGS := -DKILN_MPI $(patsubst -I%,-isystem %,$(shell mpicc --showme:compile))
+  MPI_LIBS := $(shell mpicc --showme:link)
+endif
+# -fPIC: the same objects make libkiln.so, libkiln.a and kiln's programs.
 CFLAGS := -Itests -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) -fopenmp -fPIC -fvisibility=hidden -Iinclude -Isrc \
           -I$(BUILD)/gen
 # Native fused kernels (Note [Native kernels] in src/exec/fusion_cc.c) are

@@ -327,9 +327,8 @@ int main(int argc, char **argv) {
     /* kiln's own version (the header it was built with) and the running
      * library's (the same for this static binary; a program linking
      * libkiln.so may run a newer minor). */
-    printf("kiln %s\n", KILN_VERSION_STRING);
+    printf("kiln %s (cpu level %s)\n", KILN_VERSION_STRING, kiln_cpu_level());
     printf("library %s\n", kiln_version());
-    printf("cpu level %s\n", kiln_cpu_level());
     return 0;
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
