@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "compile.h"
+#include "ir/scalar.h"
 
 typedef struct region {
   int start, end;
@@ -137,45 +138,44 @@ static int ivalue_to_exec(const ir_ivalue *iv, exec_value *out) {
   }
 }
 
+/* A list value of n items made by item(i). */
+static int make_list(int n, exec_value (*item)(const ir_const *c, int i), const ir_const *c,
+                     exec_value *out) {
+  exec_value *items = core_alloc((size_t)(n ? n : 1) * sizeof *items);
+  if (!items) return KILN_ERR_NOMEM;
+  for (int i = 0; i < n; i++) items[i] = item(c, i);
+  *out = exec_list_make(EXEC_V_LIST, items, n);
+  core_free(items);
+  return out->tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
+}
+static exec_value int_item(const ir_const *c, int i) {
+  return (exec_value){.tag = EXEC_V_INT, .i = c->ints[i]};
+}
+static exec_value bool_item(const ir_const *c, int i) {
+  return (exec_value){.tag = EXEC_V_BOOL, .b = c->ints[i] != 0};
+}
+static exec_value float_item(const ir_const *c, int i) {
+  return (exec_value){.tag = EXEC_V_FLOAT, .f = c->floats[i]};
+}
+
 int exec_constant_value(const ir_node *n, exec_value *out) {
-  const ir_attr *a = ir_node_attr(n, "value");
-  const ir_type *t = n->n_outputs ? n->outputs[0]->type : ir_type_none();
+  ir_const c;
   *out = EXEC_NONE;
-  if (!a) return 0;
-  switch (a->kind) {
-  case IR_ATTR_INT:
-    *out = t->kind == IR_TYPE_BOOL ? (exec_value){.tag = EXEC_V_BOOL, .b = a->i != 0}
-                                    : (exec_value){.tag = EXEC_V_INT, .i = a->i};
-    return 0;
-  case IR_ATTR_FLOAT: *out = (exec_value){.tag = EXEC_V_FLOAT, .f = a->f}; return 0;
-  case IR_ATTR_STR:
-    *out = (exec_value){.tag = t->kind == IR_TYPE_DEVICE ? EXEC_V_DEVICE : EXEC_V_STR,
-                        .s = core_strdup(a->s)};
+  if (ir_constant_of(n, &c) < 0) return -1; /* Note [Constant values] */
+  switch (c.tag) {
+  case IR_CONST_NONE: return 0;
+  case IR_CONST_INT: *out = (exec_value){.tag = EXEC_V_INT, .i = c.i}; return 0;
+  case IR_CONST_BOOL: *out = (exec_value){.tag = EXEC_V_BOOL, .b = c.b}; return 0;
+  case IR_CONST_FLOAT: *out = (exec_value){.tag = EXEC_V_FLOAT, .f = c.f}; return 0;
+  case IR_CONST_STR:
+  case IR_CONST_DEVICE:
+    *out = (exec_value){.tag = c.tag == IR_CONST_DEVICE ? EXEC_V_DEVICE : EXEC_V_STR,
+                        .s = core_strdup(c.s)};
     return out->s ? 0 : KILN_ERR_NOMEM;
-  case IR_ATTR_INTS: {
-    exec_value *items = core_alloc((size_t)(a->ints.n ? a->ints.n : 1) * sizeof *items);
-    if (!items) return KILN_ERR_NOMEM;
-    bool as_bool = t->kind == IR_TYPE_LIST && t->elems[0]->kind == IR_TYPE_BOOL;
-    for (int i = 0; i < a->ints.n; i++)
-      items[i] = as_bool ? (exec_value){.tag = EXEC_V_BOOL, .b = a->ints.v[i] != 0}
-                         : (exec_value){.tag = EXEC_V_INT, .i = a->ints.v[i]};
-    *out = exec_list_make(EXEC_V_LIST, items, a->ints.n);
-    core_free(items);
-    return out->tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
-  }
-  case IR_ATTR_FLOATS: {
-    exec_value *items = core_alloc((size_t)(a->floats.n ? a->floats.n : 1) * sizeof *items);
-    if (!items) return KILN_ERR_NOMEM;
-    for (int i = 0; i < a->floats.n; i++)
-      items[i] = (exec_value){.tag = EXEC_V_FLOAT, .f = a->floats.v[i]};
-    *out = exec_list_make(EXEC_V_LIST, items, a->floats.n);
-    core_free(items);
-    return out->tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
-  }
-  case IR_ATTR_IVALUE: return ivalue_to_exec(a->iv, out);
-  default:
-    return core_error(KILN_ERR_UNSUPPORTED, "prim::Constant: unsupported value kind %d",
-                      a->kind);
+  case IR_CONST_INTS: return make_list(c.n, int_item, &c, out);
+  case IR_CONST_BOOLS: return make_list(c.n, bool_item, &c, out);
+  case IR_CONST_FLOATS: return make_list(c.n, float_item, &c, out);
+  default: return ivalue_to_exec(c.iv, out);
   }
 }
 

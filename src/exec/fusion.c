@@ -23,6 +23,7 @@
 
 #include "fusion.h"
 #include "fusion_cc.h"
+#include "ir/scalar.h"
 #include "ops/ew.h"
 
 #define MAX_ARGS 8
@@ -116,17 +117,20 @@ static struct {
 static int kcache_next;
 
 static int const_of(const ir_node *n, op_val *out) {
-  exec_value v;
-  if (exec_constant_value(n, &v) < 0) return -1;
-  switch (v.tag) {
-  case EXEC_V_NONE: *out = OPV_NONE; return 0;
-  case EXEC_V_INT: *out = OPV_I(v.i); return 0;
-  case EXEC_V_FLOAT: *out = OPV_F(v.f); return 0;
-  case EXEC_V_BOOL: *out = OPV_B(v.b); return 0;
-  case EXEC_V_STR: *out = OPV_S(v.s); return 0; /* ownership moves to the step */
-  default:
-    exec_value_clear(&v);
-    return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: unsupported constant");
+  ir_const c;
+  if (ir_constant_of(n, &c) < 0) return -1; /* Note [Constant values] */
+  switch (c.tag) {
+  case IR_CONST_NONE: *out = OPV_NONE; return 0;
+  case IR_CONST_INT: *out = OPV_I(c.i); return 0;
+  case IR_CONST_FLOAT: *out = OPV_F(c.f); return 0;
+  case IR_CONST_BOOL: *out = OPV_B(c.b); return 0;
+  case IR_CONST_STR: { /* the step owns its copy */
+    char *s = core_strdup(c.s);
+    if (!s) return KILN_ERR_NOMEM;
+    *out = OPV_S(s);
+    return 0;
+  }
+  default: return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: unsupported constant");
   }
 }
 

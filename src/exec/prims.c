@@ -1,14 +1,18 @@
 /* src/exec/prims.c: run-time implementations of the builtins in
  * src/ir/prims.def that the interpreter executes as EXEC_I_PRIM (numbers,
- * tensor queries, strings, lists), indexed by ir_prim. Structural kinds
+ * tensor queries, strings, lists), indexed by ir_prim. What a number
+ * builtin computes is said once, in src/ir/number.c (Note [Number
+ * semantics]), which constant folding calls too; here only the other
+ * values' meanings (str + str, list == list, int("12")). Structural kinds
  * (Constant, If, Loop, Param, Return) compile to other instructions; the
- * profiling executor's kinds are installed by the executor itself. */
+ * group kinds are installed by compile hooks (fusion.c, executor.c). */
 #include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "compile.h"
+#include "ir/scalar.h"
 #include "prims.h"
 
 #define IN_NUM(v) ((v)->tag == EXEC_V_INT || (v)->tag == EXEC_V_FLOAT || (v)->tag == EXEC_V_BOOL)
@@ -25,6 +29,41 @@ static double num(const exec_value *v) {
 static exec_value vi(int64_t i) { return (exec_value){.tag = EXEC_V_INT, .i = i}; }
 static exec_value vf(double f) { return (exec_value){.tag = EXEC_V_FLOAT, .f = f}; }
 static exec_value vb(bool b) { return (exec_value){.tag = EXEC_V_BOOL, .b = b}; }
+
+static int type_error(const exec_instr *x, const exec_value *in, int n);
+
+/* The numbers among in[0..n): true with a[] set if every one is a number. */
+static bool as_nums(const exec_value *in, int n, ir_num *a) {
+  for (int i = 0; i < n; i++) {
+    switch (in[i].tag) {
+    case EXEC_V_INT: a[i] = (ir_num){.tag = IR_NUM_INT, .i = in[i].i}; break;
+    case EXEC_V_FLOAT: a[i] = (ir_num){.tag = IR_NUM_FLOAT, .f = in[i].f}; break;
+    case EXEC_V_BOOL: a[i] = (ir_num){.tag = IR_NUM_BOOL, .b = in[i].b}; break;
+    default: return false;
+    }
+  }
+  return true;
+}
+
+static exec_value from_num(const ir_num *r) {
+  return r->tag == IR_NUM_INT ? vi(r->i) : r->tag == IR_NUM_FLOAT ? vf(r->f) : vb(r->b);
+}
+
+/* Number builtin `prim` on numbers in[] (Note [Number semantics]): 0, or
+ * < 0 with the error set (it raised, or an input is not a number). */
+static int number(const exec_instr *x, exec_value *in, exec_value *out, int prim) {
+  ir_num a[3], r;
+  if (x->n_in > 3 || !as_nums(in, x->n_in, a)) return type_error(x, in, x->n_in);
+  int rc = ir_num_eval(prim, x->name, a, x->n_in, &r);
+  if (rc < 0) return rc;
+  if (rc == 0) return type_error(x, in, x->n_in);
+  out[0] = from_num(&r);
+  return 0;
+}
+#define NUMBER(fn, prim)                                                         \
+  static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
+    return number(x, in, out, prim);                                             \
+  }
 
 static int type_error(const exec_instr *x, const exec_value *in, int n) {
   char buf[128];
@@ -107,17 +146,7 @@ static int minmax(const exec_instr *x, exec_value *in, exec_value *out, bool is_
     out[0] = vi(best);
     return 0;
   }
-  if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  if (in[0].tag != EXEC_V_FLOAT && in[1].tag != EXEC_V_FLOAT) {
-    /* ints exactly, not through a double (2^63 - 1 would round out of range) */
-    int64_t a = in[0].tag == EXEC_V_BOOL ? in[0].b : in[0].i;
-    int64_t b = in[1].tag == EXEC_V_BOOL ? in[1].b : in[1].i;
-    out[0] = vi(is_max ? (a >= b ? a : b) : (a <= b ? a : b));
-    return 0;
-  }
-  bool pick0 = is_max ? num(&in[0]) >= num(&in[1]) : num(&in[0]) <= num(&in[1]);
-  out[0] = vf(pick0 ? num(&in[0]) : num(&in[1]));
-  return 0;
+  return number(x, in, out, is_max ? IR_PRIM_MAX : IR_PRIM_MIN);
 }
 static int p_min(const exec_instr *x, exec_value *in, exec_value *out) { return minmax(x, in, out, false); }
 static int p_max(const exec_instr *x, exec_value *in, exec_value *out) { return minmax(x, in, out, true); }
@@ -182,6 +211,7 @@ static int number_of(const exec_value *v, double *out) {
 }
 
 static int p_int(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (IN_NUM(&in[0])) return number(x, in, out, IR_PRIM_INT);
   double v;
   int rc = number_of(&in[0], &v);
   if (rc < 0) return rc;
@@ -201,6 +231,7 @@ static int p_int(const exec_instr *x, exec_value *in, exec_value *out) {
 }
 
 static int p_float(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (IN_NUM(&in[0])) return number(x, in, out, IR_PRIM_FLOAT);
   double v;
   int rc = number_of(&in[0], &v);
   if (rc < 0) return rc;
@@ -216,6 +247,7 @@ static int p_float(const exec_instr *x, exec_value *in, exec_value *out) {
 }
 
 static int p_bool(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (IN_NUM(&in[0])) return number(x, in, out, IR_PRIM_BOOL);
   double v;
   int rc = number_of(&in[0], &v);
   if (rc != 0) return rc < 0 ? rc : type_error(x, in, 1);
@@ -321,13 +353,6 @@ static int p_device_from_str(const exec_instr *x, exec_value *in, exec_value *ou
 
 /* ---- arithmetic ------------------------------------------------------------------- */
 
-static bool both_int(const exec_value *a, const exec_value *b) {
-  return (a->tag == EXEC_V_INT || a->tag == EXEC_V_BOOL) &&
-         (b->tag == EXEC_V_INT || b->tag == EXEC_V_BOOL);
-}
-
-static int64_t ival(const exec_value *v) { return v->tag == EXEC_V_INT ? v->i : v->b; }
-
 static int concat(const exec_instr *x, exec_value *in, exec_value *out) {
   if (in[0].tag == EXEC_V_STR && in[1].tag == EXEC_V_STR) {
     size_t a = strlen(in[0].s), b = strlen(in[1].s);
@@ -353,109 +378,36 @@ static int concat(const exec_instr *x, exec_value *in, exec_value *out) {
 
 static int p_add(const exec_instr *x, exec_value *in, exec_value *out) {
   if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return concat(x, in, out);
-  out[0] = both_int(&in[0], &in[1]) ? vi(core_wrap_add(ival(&in[0]), ival(&in[1]))) : vf(num(&in[0]) + num(&in[1]));
-  return 0;
+  return number(x, in, out, IR_PRIM_ADD);
 }
 
-#define ARITH(fn, iexpr, fexpr)                                                  \
-  static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
-    if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);         \
-    if (both_int(&in[0], &in[1])) {                                              \
-      int64_t a = ival(&in[0]), b = ival(&in[1]);                                \
-      out[0] = vi(iexpr);                                                        \
-    } else {                                                                     \
-      double a = num(&in[0]), b = num(&in[1]);                                   \
-      out[0] = vf(fexpr);                                                        \
-    }                                                                            \
-    return 0;                                                                    \
-  }
-ARITH(p_sub, core_wrap_sub(a, b), a - b)
-ARITH(p_mul, core_wrap_mul(a, b), a * b)
-
-static int p_div(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  if (num(&in[1]) == 0) return core_error(KILN_ERR_INVALID, "%s: division by zero", x->name);
-  out[0] = vf(num(&in[0]) / num(&in[1]));
-  return 0;
-}
-
-static int p_floordiv(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  if (num(&in[1]) == 0) return core_error(KILN_ERR_INVALID, "%s: division by zero", x->name);
-  if (both_int(&in[0], &in[1])) {
-    out[0] = vi(core_int_floordiv(ival(&in[0]), ival(&in[1])));
-  } else {
-    out[0] = vf(core_float_floordiv(num(&in[0]), num(&in[1])));
-  }
-  return 0;
-}
-
-static int p_remainder(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  if (num(&in[1]) == 0) return core_error(KILN_ERR_INVALID, "%s: modulo by zero", x->name);
-  if (both_int(&in[0], &in[1])) {
-    out[0] = vi(core_int_remainder(ival(&in[0]), ival(&in[1])));
-  } else {
-    out[0] = vf(core_float_remainder(num(&in[0]), num(&in[1])));
-  }
-  return 0;
-}
-
-static int p_pow(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0]) || !IN_NUM(&in[1])) return type_error(x, in, 2);
-  if (both_int(&in[0], &in[1]) && ival(&in[1]) >= 0) {
-    out[0] = vi(core_int_pow(ival(&in[0]), ival(&in[1])));
-  } else {
-    out[0] = vf(pow(num(&in[0]), num(&in[1])));
-  }
-  return 0;
-}
-
-static int p_neg(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0])) return type_error(x, in, 1);
-  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(-in[0].f) : vi(core_wrap_neg(ival(&in[0])));
-  return 0;
-}
-
-static int p_abs(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (!IN_NUM(&in[0])) return type_error(x, in, 1);
-  out[0] = in[0].tag == EXEC_V_FLOAT ? vf(fabs(in[0].f)) : vi(core_wrap_abs(ival(&in[0])));
-  return 0;
-}
-
-#define MATH1(fn, expr, to_int)                                                  \
-  static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
-    if (!IN_NUM(&in[0])) return type_error(x, in, 1);                            \
-    double a = num(&in[0]);                                                      \
-    double r_ = (expr);                                                          \
-    if (to_int && !(r_ >= -0x1p63 && r_ < 0x1p63))                               \
-      return core_error(KILN_ERR_INVALID, "%s: cannot convert %g to int", x->name, r_); \
-    out[0] = to_int ? vi((int64_t)r_) : vf(r_);                                  \
-    return 0;                                                                    \
-  }
-MATH1(p_floor, floor(a), 1)
-MATH1(p_ceil, ceil(a), 1)
-MATH1(p_sqrt, sqrt(a), 0)
-MATH1(p_exp, exp(a), 0)
-MATH1(p_log, log(a), 0)
-MATH1(p_tanh, tanh(a), 0)
-
-static int p_range_length(const exec_instr *x, exec_value *in, exec_value *out) {
-  int64_t lo = ival(&in[0]), hi = ival(&in[1]), step = ival(&in[2]);
-  if (step == 0) return core_error(KILN_ERR_INVALID, "%s: range() step must not be zero", x->name);
-  out[0] = vi(core_range_length(lo, hi, step));
-  return 0;
-}
-
-static int p_derive_index(const exec_instr *x, exec_value *in, exec_value *out) {
-  out[0] = vi(ival(&in[1]) + ival(&in[0]) * ival(&in[2]));
-  return 0;
-}
+NUMBER(p_sub, IR_PRIM_SUB)
+NUMBER(p_mul, IR_PRIM_MUL)
+NUMBER(p_div, IR_PRIM_DIV)
+NUMBER(p_floordiv, IR_PRIM_FLOORDIV)
+NUMBER(p_remainder, IR_PRIM_REMAINDER)
+NUMBER(p_pow, IR_PRIM_POW)
+NUMBER(p_neg, IR_PRIM_NEG)
+NUMBER(p_abs, IR_PRIM_ABS)
+NUMBER(p_floor, IR_PRIM_FLOOR)
+NUMBER(p_ceil, IR_PRIM_CEIL)
+NUMBER(p_sqrt, IR_PRIM_SQRT)
+NUMBER(p_exp, IR_PRIM_EXP)
+NUMBER(p_log, IR_PRIM_LOG)
+NUMBER(p_tanh, IR_PRIM_TANH)
+NUMBER(p_range_length, IR_PRIM_RANGE_LENGTH)
+NUMBER(p_derive_index, IR_PRIM_DERIVE_INDEX)
+NUMBER(p_not, IR_PRIM_NOT)
+NUMBER(p_and, IR_PRIM_AND)
+NUMBER(p_or, IR_PRIM_OR)
+NUMBER(p_xor, IR_PRIM_XOR)
 
 /* ---- comparisons ---------------------------------------------------------------------- */
 
 static bool value_eq(const exec_value *a, const exec_value *b) {
-  if (IN_NUM(a) && IN_NUM(b)) return num(a) == num(b);
+  ir_num n[2], r;
+  if (as_nums(a, 1, &n[0]) && as_nums(b, 1, &n[1]))
+    return ir_num_eval(IR_PRIM_EQ, NULL, n, 2, &r) == 1 && r.b;
   if (a->tag != b->tag) return false;
   switch (a->tag) {
   case EXEC_V_NONE: return true;
@@ -481,31 +433,20 @@ static int p_ne(const exec_instr *x, exec_value *in, exec_value *out) {
   return 0;
 }
 
-static int cmp(const exec_instr *x, exec_value *in, int *r) {
-  if (IN_NUM(&in[0]) && IN_NUM(&in[1])) {
-    double a = num(&in[0]), b = num(&in[1]);
-    *r = a < b ? -1 : a > b ? 1 : a == b ? 0 : 2;
-    return 0;
-  }
-  if (in[0].tag == EXEC_V_STR && in[1].tag == EXEC_V_STR) {
-    int c = strcmp(in[0].s, in[1].s);
-    *r = c < 0 ? -1 : c > 0;
-    return 0;
-  }
-  return type_error(x, in, 2);
-}
-
-#define CMP(fn, pred)                                                            \
+/* Numbers by Note [Number semantics]; strings by strcmp. */
+#define CMP(fn, prim, pred)                                                      \
   static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
-    int r;                                                                       \
-    if (cmp(x, in, &r) < 0) return -1;                                           \
-    out[0] = vb(r != 2 && (pred));                                               \
-    return 0;                                                                    \
+    if (in[0].tag == EXEC_V_STR && in[1].tag == EXEC_V_STR) {                    \
+      int r = strcmp(in[0].s, in[1].s);                                          \
+      out[0] = vb(pred);                                                         \
+      return 0;                                                                  \
+    }                                                                            \
+    return number(x, in, out, prim);                                             \
   }
-CMP(p_lt, r < 0)
-CMP(p_le, r <= 0)
-CMP(p_gt, r > 0)
-CMP(p_ge, r >= 0)
+CMP(p_lt, IR_PRIM_LT, r < 0)
+CMP(p_le, IR_PRIM_LE, r <= 0)
+CMP(p_gt, IR_PRIM_GT, r > 0)
+CMP(p_ge, IR_PRIM_GE, r >= 0)
 
 static int p_is(const exec_instr *x, exec_value *in, exec_value *out) {
   bool same = in[0].tag == in[1].tag &&
@@ -514,26 +455,6 @@ static int p_is(const exec_instr *x, exec_value *in, exec_value *out) {
   out[0] = vb(x->k.tag == EXEC_V_BOOL && x->k.b ? !same : same);
   return 0;
 }
-
-static int p_not(const exec_instr *x, exec_value *in, exec_value *out) {
-  if (in[0].tag != EXEC_V_BOOL) return type_error(x, in, 1);
-  out[0] = vb(!in[0].b);
-  return 0;
-}
-
-#define LOGIC(fn, op)                                                            \
-  static int fn(const exec_instr *x, exec_value *in, exec_value *out) {          \
-    if (in[0].tag == EXEC_V_BOOL && in[1].tag == EXEC_V_BOOL)                    \
-      out[0] = vb(in[0].b op in[1].b);                                           \
-    else if (both_int(&in[0], &in[1]))                                           \
-      out[0] = vi(ival(&in[0]) op ival(&in[1]));                                 \
-    else                                                                         \
-      return type_error(x, in, 2);                                               \
-    return 0;                                                                    \
-  }
-LOGIC(p_and, &)
-LOGIC(p_or, |)
-LOGIC(p_xor, ^)
 
 /* ---- autodiff helpers ----------------------------------------------------------------- */
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "autodiff.h"
+#include "ir/scalar.h"
 
 /* ---- a straight-line evaluator over IR values -------------------------- */
 
@@ -24,20 +25,24 @@ typedef struct tval {
 } tval;
 
 static int constant_of(const ir_node *n, tval *out) {
-  const ir_attr *a = ir_node_attr(n, "value");
-  const ir_type *t = n->outputs[0]->type;
+  ir_const c;
   out->v = OPV_NONE;
-  if (!a) return 0;
-  switch (a->kind) {
-  case IR_ATTR_INT:
-    out->v = t->kind == IR_TYPE_BOOL ? OPV_B(a->i != 0) : OPV_I(a->i);
-    return 0;
-  case IR_ATTR_FLOAT: out->v = OPV_F(a->f); return 0;
-  case IR_ATTR_STR: out->v = OPV_S(a->s); return 0;
-  case IR_ATTR_INTS:
-    if (a->ints.n > (int)(sizeof out->ints / sizeof *out->ints)) break;
-    memcpy(out->ints, a->ints.v, (size_t)a->ints.n * sizeof *out->ints);
-    out->v = OPV_INTS(out->ints, a->ints.n);
+  if (ir_constant_of(n, &c) < 0) return -1; /* Note [Constant values] */
+  switch (c.tag) {
+  case IR_CONST_NONE: return 0;
+  case IR_CONST_INT: out->v = OPV_I(c.i); return 0;
+  case IR_CONST_BOOL: out->v = OPV_B(c.b); return 0;
+  case IR_CONST_FLOAT: out->v = OPV_F(c.f); return 0;
+  case IR_CONST_STR:
+  case IR_CONST_DEVICE: out->v = OPV_S(c.s); return 0;
+  case IR_CONST_FLOATS: /* an empty float[] only: `[]` */
+    if (c.n) break;
+    /* fall through */
+  case IR_CONST_INTS:
+  case IR_CONST_BOOLS:
+    if (c.n > (int)(sizeof out->ints / sizeof *out->ints)) break;
+    memcpy(out->ints, c.ints, (size_t)c.n * sizeof *out->ints);
+    out->v = OPV_INTS(out->ints, c.n);
     return 0;
   default: break;
   }

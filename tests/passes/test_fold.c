@@ -1,8 +1,12 @@
 /* tests/passes/test_fold.c: constant folding: int/float/bool builtins with
- * the interpreter's semantics (checked against the interpreter itself),
- * errors left to run time, If with a constant condition, loops that never
- * run, ListConstruct into list constants, size/dim/len from types, `is
- * None`, and tensor ops never folded. */
+ * the interpreter's semantics (checked against the interpreter itself, on
+ * listed cases and on random operands of the number table), errors left
+ * to run time, If with a constant condition, loops that never run,
+ * ListConstruct into list constants, size/dim/len from types, `is None`,
+ * and tensor ops never folded. */
+#include <math.h>
+#include <string.h>
+
 #include "harness.h"
 
 TEST(pass_fold_int_arithmetic) {
@@ -342,4 +346,113 @@ TEST(pass_fold_range_length_extremes) {
     ir_graph_free(g);
     ir_graph_free(orig);
   }
+}
+
+/* ---- the number table, folded and run ----------------------------------------- */
+
+static uint64_t prop_next(uint64_t *s) { /* splitmix64 */
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* A random number with many edges: int64's ends, 2^53 + 1, -0.0, NaN, the
+ * infinities, floats beyond int64 and just inside. */
+static void prop_operand(uint64_t *s, pass_const *c, exec_value *v) {
+  static const int64_t ints[] = {0, 1, -1, 2, -2, 3, 7, -7, 64, INT64_MAX, INT64_MIN,
+                                 INT64_MAX - 1, INT64_MIN + 1, 9007199254740993, 4611686018427387904};
+  static const double floats[] = {0.0, -0.0, 0.5, -0.5, 1.0, -2.5, 2.0, 3.0, 1e300, -1e300,
+                                  INFINITY, -INFINITY, NAN, 0x1p63, -0x1p63, 0x1.fffffffffffffp62,
+                                  9007199254740993.0, 1e-310};
+  uint64_t r = prop_next(s);
+  switch (r % 3) {
+  case 0: {
+    int64_t i = (r >> 8) % 4 == 0 ? (int64_t)prop_next(s)
+                : (r >> 8) % 4 == 1 ? (int64_t)(prop_next(s) % 41) - 20
+                                    : ints[(r >> 16) % (sizeof ints / sizeof *ints)];
+    *c = (pass_const){.tag = PASS_C_INT, .i = i};
+    *v = (exec_value){.tag = EXEC_V_INT, .i = i};
+    break;
+  }
+  case 1: {
+    double f = (r >> 8) % 3 == 0 ? ((double)(int64_t)(prop_next(s) % 2001) - 1000) / 8
+                                 : floats[(r >> 16) % (sizeof floats / sizeof *floats)];
+    *c = (pass_const){.tag = PASS_C_FLOAT, .f = f};
+    *v = (exec_value){.tag = EXEC_V_FLOAT, .f = f};
+    break;
+  }
+  default: {
+    bool b = (r >> 8) & 1;
+    *c = (pass_const){.tag = PASS_C_BOOL, .b = b};
+    *v = (exec_value){.tag = EXEC_V_BOOL, .b = b};
+    break;
+  }
+  }
+}
+
+/* Same tag and value (NaN equals NaN; -0.0 differs from 0.0). */
+static bool prop_same(const pass_const *c, const exec_value *v, char *why, size_t n) {
+  bool ok = false;
+  switch (c->tag) {
+  case PASS_C_INT: ok = v->tag == EXEC_V_INT && v->i == c->i; break;
+  case PASS_C_BOOL: ok = v->tag == EXEC_V_BOOL && v->b == c->b; break;
+  case PASS_C_FLOAT:
+    ok = v->tag == EXEC_V_FLOAT && (isnan(c->f) ? isnan(v->f) : memcmp(&c->f, &v->f, sizeof c->f) == 0);
+    break;
+  default: break;
+  }
+  if (!ok)
+    snprintf(why, n, "folded tag %d (%lld, %.17g), ran tag %d (%lld, %.17g)", c->tag,
+             (long long)c->i, c->f, v->tag, (long long)v->i, v->f);
+  return ok;
+}
+
+/* Note [Number semantics] has two consumers, constant folding
+ * (pass_const_eval) and the interpreter's builtins (exec_prim_impl): on
+ * random number operands both give the same value, or folding declines
+ * exactly when running raises. */
+TEST(pass_fold_number_table_property) {
+  static const struct {
+    int prim, n_in;
+  } kinds[] = {
+      {IR_PRIM_ADD, 2}, {IR_PRIM_SUB, 2}, {IR_PRIM_MUL, 2}, {IR_PRIM_DIV, 2},
+      {IR_PRIM_FLOORDIV, 2}, {IR_PRIM_REMAINDER, 2}, {IR_PRIM_POW, 2}, {IR_PRIM_MIN, 2},
+      {IR_PRIM_MAX, 2}, {IR_PRIM_EQ, 2}, {IR_PRIM_NE, 2}, {IR_PRIM_LT, 2}, {IR_PRIM_LE, 2},
+      {IR_PRIM_GT, 2}, {IR_PRIM_GE, 2}, {IR_PRIM_AND, 2}, {IR_PRIM_OR, 2}, {IR_PRIM_XOR, 2},
+      {IR_PRIM_NEG, 1}, {IR_PRIM_ABS, 1}, {IR_PRIM_ABS_NUM, 1}, {IR_PRIM_FLOOR, 1},
+      {IR_PRIM_CEIL, 1}, {IR_PRIM_SQRT, 1}, {IR_PRIM_EXP, 1}, {IR_PRIM_LOG, 1},
+      {IR_PRIM_TANH, 1}, {IR_PRIM_INT, 1}, {IR_PRIM_FLOAT, 1}, {IR_PRIM_BOOL, 1},
+      {IR_PRIM_NOT, 1}, {IR_PRIM_RANGE_LENGTH, 3}, {IR_PRIM_DERIVE_INDEX, 3},
+  };
+  const int n_kinds = (int)(sizeof kinds / sizeof *kinds), n_cases = 20000;
+  ir_graph *g = th_parse("graph():\n  return ()\n");
+  uint64_t seed = 0x6b696c6eull;
+  int n_values = 0, n_raised = 0, n_failed = 0;
+  for (int i = 0; i < n_cases && g && n_failed < 10; i++) {
+    int k = (int)(prop_next(&seed) % (uint64_t)n_kinds), n_in = kinds[k].n_in;
+    int prim = kinds[k].prim;
+    pass_const c[3], folded;
+    exec_value v[3], ran = EXEC_NONE;
+    for (int j = 0; j < n_in; j++) prop_operand(&seed, &c[j], &v[j]);
+    exec_instr x = {.code = EXEC_I_PRIM, .prim = exec_prim_impl[prim],
+                    .name = ir_prim_table[prim].name, .n_in = n_in, .n_out = 1};
+    int rf = pass_const_eval(g, prim, c, n_in, &folded);
+    int rr = x.prim(&x, v, &ran);
+    char why[256] = "";
+    bool ok = rr < 0 ? rf == 0 : rf == 1 && prop_same(&folded, &ran, why, sizeof why);
+    if (rr < 0) n_raised++;
+    else n_values++;
+    if (!ok) {
+      n_failed++;
+      CHECK_MSG(false, "case %d: %s on (%lld|%.17g, %lld|%.17g) tags (%d, %d): fold %d, run %d: %s %s",
+                i, x.name, (long long)c[0].i, c[0].f, (long long)c[n_in > 1].i, c[n_in > 1].f,
+                c[0].tag, c[n_in > 1].tag, rf, rr, why, rr < 0 ? kiln_last_error() : "");
+    }
+    exec_value_clear(&ran);
+  }
+  CHECK(n_values + n_raised == n_cases);
+  CHECK(n_raised > 100 && n_values > 10000); /* both outcomes are exercised */
+  test_note("%d cases: %d values, %d raised", n_values + n_raised, n_values, n_raised);
+  ir_graph_free(g);
 }
