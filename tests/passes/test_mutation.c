@@ -87,3 +87,80 @@ TEST(mutation_dropout__eval_is_identity) {
   for (int runs = 1; runs <= 5; runs += 4)
     expect_out("dropout_ eval", text, (const float *const[]){x}, 1, 3, x, runs);
 }
+
+/* Note [Alias analysis]: views share their base's set, fresh results do
+ * not, graph inputs are external, writers are found from the schemas. */
+TEST(mutation_alias_sets_and_moves) {
+  ir_graph *g = th_parse("graph(%x : Tensor, %y : Tensor):\n"
+                         "  %0 : int = prim::Constant[value=0]()\n"
+                         "  %1 : int = prim::Constant[value=1]()\n"
+                         "  %t : Tensor = aten::mul(%x, %y)\n"
+                         "  %v : Tensor = aten::select(%t, %0, %0)\n"
+                         "  %w : Tensor = aten::relu(%t)\n"
+                         "  %n : Tensor = aten::neg(%y)\n"
+                         "  %u : Tensor = aten::add_(%v, %1, %1)\n"
+                         "  %m : Tensor = aten::mul(%t, %n)\n"
+                         "  return (%m, %w, %u)\n");
+  pass_alias *a = g ? pass_alias_new(g) : NULL;
+  CHECK(a != NULL);
+  if (a) {
+    ir_value *x = ir_graph_find_value(g, "x"), *y = ir_graph_find_value(g, "y");
+    ir_value *t = ir_graph_find_value(g, "t"), *v = ir_graph_find_value(g, "v");
+    ir_value *w = ir_graph_find_value(g, "w"), *u = ir_graph_find_value(g, "u");
+    ir_value *n = ir_graph_find_value(g, "n"), *m = ir_graph_find_value(g, "m");
+    CHECK(pass_alias_may_alias(a, t, v) && pass_alias_may_alias(a, v, u));
+    CHECK(!pass_alias_may_alias(a, t, w) && !pass_alias_may_alias(a, t, x));
+    CHECK(pass_alias_may_alias(a, x, y) && pass_alias_is_external(a, x));
+    CHECK(!pass_alias_is_external(a, t));
+    CHECK(pass_alias_is_written(a, t) && !pass_alias_is_written(a, w) && !pass_alias_is_written(a, n));
+    CHECK(pass_alias_writes(u->node) && !pass_alias_writes(m->node));
+    CHECK(pass_alias_input_written(u->node, 0) && !pass_alias_input_written(u->node, 1));
+    /* relu reads t: it cannot move below the add_, nor the mul above it;
+     * neg(y) can move anywhere after y */
+    CHECK(pass_alias_conflict(a, w->node, u->node));
+    CHECK(!pass_alias_could_move_before(a, m->node, u->node));
+    CHECK(pass_alias_could_move_before(a, n->node, t->node));
+    CHECK(!pass_alias_could_move_before(a, m->node, n->node)); /* reads %n */
+    CHECK(pass_alias_has_writers(a, w->node) && !pass_alias_has_writers(a, n->node));
+  }
+  pass_alias_free(a);
+  ir_graph_free(g);
+}
+
+/* Note [DCE and writes]: a write to a temporary nothing reads goes (with
+ * its producer); one a later live node reads stays. */
+TEST(mutation_dce_writes_to_temporaries) {
+  th_expect("dce dead write", pass_dce,
+            "graph(%x : Float(3)):\n"
+            "  %t : Float(3) = aten::neg(%x)\n"
+            "  %u : Float(3) = aten::relu_(%t)\n"
+            "  return (%x)\n",
+            "graph(%x : Float(3)):\n"
+            "  return (%x)\n",
+            2);
+  th_expect("dce live write", pass_dce,
+            "graph(%x : Float(3)):\n"
+            "  %t : Float(3) = aten::neg(%x)\n"
+            "  %u : Float(3) = aten::relu_(%t)\n"
+            "  %z : Float(3) = aten::exp(%t)\n"
+            "  return (%z)\n",
+            "graph(%x : Float(3)):\n"
+            "  %t : Float(3) = aten::neg(%x)\n"
+            "  %u : Float(3) = aten::relu_(%t)\n"
+            "  %z : Float(3) = aten::exp(%t)\n"
+            "  return (%z)\n",
+            0);
+}
+
+/* x * 1 -> x would make the relu_ write x: not when y is written */
+TEST(mutation_peephole_never_looks_through_a_written_value) {
+  const char *text = "graph(%x : Float(3)):\n"
+                     "  %1 : int = prim::Constant[value=1]()\n"
+                     "  %y : Float(3) = aten::mul(%x, %1)\n"
+                     "  %u : Float(3) = aten::relu_(%y)\n"
+                     "  return (%x, %y)\n";
+  th_expect("peephole written", pass_peephole, text, text, 0);
+  const float x[] = {-1, 2, -3};
+  for (int runs = 1; runs <= 5; runs += 4)
+    expect_out("peephole written", text, (const float *const[]){x}, 1, 3, x, runs);
+}
