@@ -168,6 +168,10 @@ KILN_API kiln_status kiln_tensor_copy_to(const kiln_tensor *t, void *buf,
 KILN_API kiln_status kiln_copy_(kiln_tensor *dst, const kiln_tensor *src);
 /* Fills t with value in place. */
 KILN_API kiln_status kiln_fill_(kiln_tensor *t, double value);
+/* The version counter of t's memory (PyTorch's t._version), shared by its
+ * views: every in-place write raises it. 0 for a tensor without memory
+ * of its own (lazy, symbolic) or NULL. */
+KILN_API uint64_t kiln_tensor_version(const kiln_tensor *t);
 
 /* ---- CPU level and threads --------------------------------------------- */
 /* The instruction-set level kiln's kernels run at: "baseline", "avx2" or

@@ -9,18 +9,21 @@
 #include "commands.h"
 #include "kiln.h"
 
-#define MAX_IO 64
-
 static int usage(void) {
   fprintf(stderr,
           "usage:\n"
           "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad]\n"
-          "           [--phases SPEC] [--stats FILE.json] --out DIR\n"
+          "           [--phases SPEC] [--stats FILE.json] [--lazy] --out DIR\n"
           "           [--weights W.safetensors [--save-weights FILE] [--mode eager|jit|lazy] [--eval]]\n"
           "      --weights: GRAPH.ir is a module graph from tools/kiln-export, bound to W\n"
           "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
           "      --phases '3:1,2;2:;3:1,2': 3 calls with inputs 1,2 requiring grad, 2 with\n"
           "        none, 3 with 1,2 again (outputs and grads are the last call's)\n"
+          "      writes DIR/out<K>.npy per output, DIR/grad<I>.npy per input given --grad,\n"
+          "        and DIR/in<I>.npy for each input tensor the graph wrote in place (its\n"
+          "        value after the last call; e.g. batch norm's running statistics)\n"
+          "      --lazy: inputs become lazy tensors, each call ends with a mark_step\n"
+          "        (there, a written input is one whose values changed)\n"
           "  kiln ir GRAPH.ir\n"
           "  kiln train [--model mlp|cnn|lstm] [--mode eager|jit|lazy] [--epochs N] ...\n"
           "      (kiln train --help lists every option)\n"
@@ -86,7 +89,7 @@ static int save_value(const char *dir, const char *stem, int k, const kiln_value
   snprintf(path, sizeof path, "%s/%s%d.npy", dir, stem, k);
   kiln_tensor *t = NULL;
   switch (v->kind) {
-  case KILN_VALUE_TENSOR: t = v->t; break;
+  case KILN_VALUE_TENSOR: t = kiln_tensor_is_lazy(v->t) ? kiln_to_cpu(v->t) : v->t; break;
   case KILN_VALUE_INT: t = kiln_scalar((double)v->i, KILN_DTYPE_I64); break;
   case KILN_VALUE_FLOAT: t = kiln_scalar(v->f, KILN_DTYPE_F64); break;
   case KILN_VALUE_BOOL: t = kiln_scalar(v->b, KILN_DTYPE_BOOL); break;
@@ -96,6 +99,7 @@ static int save_value(const char *dir, const char *stem, int k, const kiln_value
   return kiln_npy_save(path, t) < 0 ? -1 : 0;
 }
 
+/* At most (strlen(s) + 1) / 2 indices: room for them all is given. */
 static int parse_index_list(const char *s, int *idx, int max) {
   int n = 0;
   while (*s) {
@@ -109,33 +113,51 @@ static int parse_index_list(const char *s, int *idx, int max) {
   return n;
 }
 
-#define MAX_PHASES 32
-
 typedef struct phase {
   int calls;
-  int rg[MAX_IO], n_rg;
+  int *rg, n_rg; /* rg points into the spec's index buffer */
 } phase;
 
-/* "3:1,2;2:;3:1,2" */
-static int parse_phases(const char *spec, phase *ph, int max) {
+/* "3:1,2;2:;3:1,2": ph has room for one phase per ';' plus one, idx for
+ * strlen(spec) indices. */
+static int parse_phases(const char *spec, phase *ph, int max, int *idx) {
   int n = 0;
+  size_t len = strlen(spec);
+  char *list = malloc(len + 1);
+  if (!list) return -1;
   while (*spec) {
-    if (n == max) return -1;
+    if (n == max) goto bad;
     char *end;
     long calls = strtol(spec, &end, 10);
-    if (end == spec || calls < 1 || *end != ':') return -1;
+    if (end == spec || calls < 1 || *end != ':') goto bad;
     spec = end + 1;
-    char list[256];
     size_t k = 0;
-    while (*spec && *spec != ';' && k < sizeof list - 1) list[k++] = *spec++;
+    while (*spec && *spec != ';') list[k++] = *spec++;
     list[k] = 0;
     if (*spec == ';') spec++;
     ph[n].calls = (int)calls;
-    ph[n].n_rg = list[0] ? parse_index_list(list, ph[n].rg, MAX_IO) : 0;
-    if (ph[n].n_rg < 0) return -1;
+    ph[n].rg = idx;
+    ph[n].n_rg = list[0] ? parse_index_list(list, idx, (int)len) : 0;
+    if (ph[n].n_rg < 0) goto bad;
+    idx += ph[n].n_rg;
     n++;
   }
+  free(list);
   return n;
+bad:
+  free(list);
+  return -1;
+}
+
+/* Do a (CPU) and b (lazy) hold different values? (bitwise, after sync) */
+static bool changed(kiln_tensor *a, kiln_tensor *b) {
+  kiln_tensor *c = kiln_to_cpu(b);
+  int64_t n = kiln_tensor_numel(a);
+  size_t es = kiln_dtype_size(kiln_tensor_dtype(a));
+  bool diff = !c || kiln_tensor_numel(c) != n || kiln_tensor_dtype(c) != kiln_tensor_dtype(a);
+  kiln_tensor *ca = kiln_contiguous(a), *cc = diff ? NULL : kiln_contiguous(c);
+  if (!diff) diff = !ca || !cc || memcmp(kiln_tensor_data(ca), kiln_tensor_data(cc), (size_t)n * es) != 0;
+  return diff;
 }
 
 static int write_text(const char *path, const char *text) {
@@ -152,55 +174,76 @@ static int cmd_run(int argc, char **argv) {
   kiln_model_opts mo;
   kiln_model_opts_default(&mo);
   kiln_model *model = NULL;
-  phase phases[MAX_PHASES];
-  int n_phases = 0;
-  const char *inputs_arg[MAX_IO];
-  int n_in = 0, runs = 1, rg[MAX_IO], n_rg = 0, rc = 1;
-  bool want_grad = false;
+  /* Every array is sized from argv (no fixed limits: real models have
+   * hundreds of parameters): no list is longer than the arguments. */
+  size_t arg_chars = 1;
+  for (int i = 0; i < argc; i++) arg_chars += strlen(argv[i]) + 1;
+  phase *phases = calloc(arg_chars, sizeof *phases);
+  int *idx = calloc(arg_chars, sizeof *idx), *rg = calloc(arg_chars, sizeof *rg);
+  const char **inputs_arg = calloc((size_t)argc + 1, sizeof *inputs_arg);
+  kiln_value *in = NULL, *out = NULL;
+  uint64_t *version = NULL;
+  int n_phases = 0, n_out_cap = 0;
+  int n_in = 0, runs = 1, n_rg = 0, rc = 1;
+  bool want_grad = false, lazy = false;
+  kiln_graph *g = NULL;
+  kiln_tensor **before = NULL; /* --lazy: the inputs' CPU values */
+  kiln_function *f = NULL;
+  if (!phases || !idx || !rg || !inputs_arg) {
+    fprintf(stderr, "kiln: out of memory\n");
+    goto out;
+  }
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[++i];
     else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
     else if (strcmp(argv[i], "--grad") == 0) want_grad = true;
+    else if (strcmp(argv[i], "--lazy") == 0) lazy = true;
     else if (strcmp(argv[i], "--phases") == 0 && i + 1 < argc) phases_arg = argv[++i];
     else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) stats_path = argv[++i];
     else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc) weights = argv[++i];
     else if (strcmp(argv[i], "--save-weights") == 0 && i + 1 < argc) save_weights = argv[++i];
     else if (strcmp(argv[i], "--eval") == 0) mo.training = 0;
     else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
-      if ((int)(mo.mode = (kiln_nn_mode)kiln_nn_mode_parse(argv[++i])) < 0) return usage();
+      if ((int)(mo.mode = (kiln_nn_mode)kiln_nn_mode_parse(argv[++i])) < 0) {
+        rc = usage();
+        goto out;
+      }
     } else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
-      n_rg = parse_index_list(argv[++i], rg, MAX_IO);
+      n_rg = parse_index_list(argv[++i], rg, (int)arg_chars);
       if (n_rg < 0) {
         fprintf(stderr, "kiln: --requires-grad: expected indices like 0,2\n");
-        return 2;
+        rc = 2;
+        goto out;
       }
     } else if (strncmp(argv[i], "--", 2) == 0) {
       fprintf(stderr, "kiln: unknown option %s\n", argv[i]);
-      return usage();
+      rc = usage();
+      goto out;
     } else if (!graph_path) graph_path = argv[i];
-    else if (n_in < MAX_IO) inputs_arg[n_in++] = argv[i];
+    else inputs_arg[n_in++] = argv[i];
   }
-  if (!graph_path || !out_dir || runs < 1) return usage();
+  if (!graph_path || !out_dir || runs < 1) {
+    rc = usage();
+    goto out;
+  }
   if (phases_arg) {
-    n_phases = parse_phases(phases_arg, phases, MAX_PHASES);
+    n_phases = parse_phases(phases_arg, phases, (int)arg_chars, idx);
     if (n_phases <= 0) {
       fprintf(stderr, "kiln: --phases: expected CALLS:I,J;CALLS:;... (e.g. 3:1,2;2:)\n");
-      return 2;
+      rc = 2;
+      goto out;
     }
   } else {
     phases[0].calls = runs;
     phases[0].n_rg = n_rg;
-    memcpy(phases[0].rg, rg, sizeof rg);
+    phases[0].rg = rg;
     n_phases = 1;
   }
   if (mkdir(out_dir, 0777) != 0 && errno != EEXIST) {
     fprintf(stderr, "kiln: cannot create %s: %s\n", out_dir, strerror(errno));
-    return 1;
+    goto out;
   }
   kiln_scope_begin();
-  kiln_graph *g = NULL;
-  kiln_function *f = NULL;
-  kiln_value in[MAX_IO], out[MAX_IO];
   int n_out = 0;
   if (weights) {
     if (!(model = kiln_model_load(graph_path, weights, &mo))) {
@@ -212,6 +255,16 @@ static int cmd_run(int argc, char **argv) {
     goto done;
   }
   int n_want = model ? kiln_model_n_inputs(model) : kiln_graph_n_inputs(g);
+  /* outputs: the graph's, with room for tuples flattened (a call that
+   * needs more fails saying so) */
+  n_out_cap = 16 * ((model ? 1 : kiln_graph_n_outputs(g)) + 4);
+  in = calloc((size_t)n_in + 1, sizeof *in);
+  out = calloc((size_t)n_out_cap, sizeof *out);
+  version = calloc((size_t)n_in + 1, sizeof *version);
+  if (!in || !out || !version) {
+    fprintf(stderr, "kiln: out of memory\n");
+    goto done;
+  }
   if (n_want != n_in) {
     fprintf(stderr, "kiln: %s takes %d inputs, %d given\n", graph_path, n_want, n_in);
     goto done;
@@ -240,6 +293,25 @@ static int cmd_run(int argc, char **argv) {
     rc = fail("cannot build the function");
     goto done;
   }
+  for (int i = 0; i < n_in; i++)
+    if (in[i].kind == KILN_VALUE_TENSOR) version[i] = kiln_tensor_version(in[i].t);
+  if (lazy) {
+    before = calloc((size_t)n_in + 1, sizeof *before);
+    if (!before) {
+      fprintf(stderr, "kiln: out of memory\n");
+      goto done;
+    }
+    for (int i = 0; i < n_in; i++) {
+      if (in[i].kind != KILN_VALUE_TENSOR) continue;
+      before[i] = in[i].t;
+      bool rgi = kiln_requires_grad(in[i].t);
+      in[i].t = kiln_to_lazy(in[i].t);
+      if (!in[i].t || (rgi && kiln_set_requires_grad(in[i].t, true) < 0)) {
+        rc = fail("--lazy");
+        goto done;
+      }
+    }
+  }
   for (int p = 0; p < n_phases; p++) {
     for (int i = 0; i < n_in; i++) {
       if (in[i].kind != KILN_VALUE_TENSOR) continue;
@@ -251,9 +323,10 @@ static int cmd_run(int argc, char **argv) {
       }
     }
     for (int r = 0; r < phases[p].calls; r++) {
-      n_out = model ? kiln_model_call(model, in, n_in, out, MAX_IO)
-                    : kiln_function_call(f, in, n_in, out, MAX_IO);
-      if (n_out >= 0 && model && mo.mode == KILN_NN_LAZY && kiln_mark_step() < 0) n_out = -1;
+      n_out = model ? kiln_model_call(model, in, n_in, out, n_out_cap)
+                    : kiln_function_call(f, in, n_in, out, n_out_cap);
+      if (n_out >= 0 && (lazy || (model && mo.mode == KILN_NN_LAZY)) && kiln_mark_step() < 0)
+        n_out = -1;
       if (n_out < 0) {
         rc = fail("run failed");
         goto done;
@@ -261,7 +334,7 @@ static int cmd_run(int argc, char **argv) {
     }
   }
   n_rg = phases[n_phases - 1].n_rg;
-  memcpy(rg, phases[n_phases - 1].rg, sizeof rg);
+  memmove(rg, phases[n_phases - 1].rg, (size_t)n_rg * sizeof *rg);
   for (int k = 0; k < n_out; k++)
     if (out[k].kind == KILN_VALUE_TENSOR && !(out[k].t = kiln_to_cpu(out[k].t))) n_out = -1;
   for (int k = 0; k < n_out; k++)
@@ -269,8 +342,23 @@ static int cmd_run(int argc, char **argv) {
       rc = fail("cannot write an output");
       goto done;
     }
+  /* inputs the graph wrote in place (their version moved) */
+  for (int i = 0; i < n_in; i++)
+    if (in[i].kind == KILN_VALUE_TENSOR &&
+        (lazy ? changed(before[i], in[i].t) : kiln_tensor_version(in[i].t) != version[i]) &&
+        save_value(out_dir, "in", i, &in[i]) < 0) {
+      rc = fail("cannot write a written input");
+      goto done;
+    }
   if (want_grad && n_rg > 0) {
-    kiln_tensor *roots[MAX_IO], *seeds[MAX_IO];
+    kiln_tensor **roots = calloc((size_t)n_out + 1, sizeof *roots);
+    kiln_tensor **seeds = calloc((size_t)n_out + 1, sizeof *seeds);
+    if (!roots || !seeds) {
+      free(roots);
+      free(seeds);
+      fprintf(stderr, "kiln: out of memory\n");
+      goto done;
+    }
     int n_roots = 0;
     for (int k = 0; k < n_out; k++) {
       kiln_tensor *t = out[k].kind == KILN_VALUE_TENSOR ? out[k].t : NULL;
@@ -278,7 +366,10 @@ static int cmd_run(int argc, char **argv) {
       roots[n_roots] = t;
       seeds[n_roots++] = kiln_ones(kiln_tensor_ndim(t), kiln_tensor_shape(t), kiln_tensor_dtype(t));
     }
-    if (n_roots && kiln_backward_ex(roots, seeds, n_roots, NULL) < 0) {
+    int brc = n_roots ? kiln_backward_ex(roots, seeds, n_roots, NULL) : 0;
+    free(roots);
+    free(seeds);
+    if (brc < 0) {
       rc = fail("backward failed");
       goto done;
     }
@@ -313,6 +404,15 @@ done:
   else kiln_function_free(f);
   kiln_graph_free(g);
   kiln_scope_end();
+out:
+  free(phases);
+  free(idx);
+  free(rg);
+  free(inputs_arg);
+  free(in);
+  free(out);
+  free(version);
+  free(before);
   return rc;
 }
 

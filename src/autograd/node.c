@@ -280,11 +280,13 @@ kiln_tensor *ag_unpack(ag_node *n, ag_saved *s, int index) {
   if (!s->t) return NULL;
   uint32_t now = s->t->storage ? s->t->storage->version : 0;
   if (s->t->storage && now != s->version) {
+    /* PyTorch's words, so that searching the message finds the cure */
     core_error(KILN_ERR_STATE,
-               "%s backward: %s %d (%s) was modified by an in-place operation after "
-               "it was saved (version %u, now %u); clone it before modifying it",
-               n->name, s->is_output ? "output" : "input", index,
-               core_tensor_desc(s->t, d, sizeof d), s->version, now);
+               "one of the variables needed for gradient computation has been modified by an "
+               "inplace operation: %s, which is %s %d of %s, is at version %u; expected "
+               "version %u instead (clone it before modifying it in place)",
+               core_tensor_desc(s->t, d, sizeof d), s->is_output ? "output" : "input", index,
+               n->name, now, s->version);
     return NULL;
   }
   return s->t;

@@ -417,3 +417,7 @@ kiln_status kiln_fill_(kiln_tensor *t, double value) {
   core_bump_version(t);
   return KILN_OK;
 }
+
+uint64_t kiln_tensor_version(const kiln_tensor *t) {
+  return t && t->storage ? t->storage->version : 0;
+}

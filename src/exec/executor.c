@@ -282,6 +282,7 @@ static int optimize(exec_function *f) {
   jit_log("profiled", g);
   if ((rc = pass_specialize_from_profiles(g)) < 0) goto fail;
   jit_log("specialize", g);
+  if ((rc = pass_functionalize(g)) < 0) goto fail; /* Note [Functionalization] */
   if (pass_graph_needs_gradient(g)) {
     if ((rc = pass_create_autodiff_subgraphs(g, f->opts.min_subgraph_size)) < 0) goto fail;
     jit_log("autodiff", g);

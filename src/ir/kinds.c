@@ -232,7 +232,9 @@ static int check_op(const ir_node *n) {
   bool any_tensor = false;
   for (int i = 0; i < n->n_inputs; i++) {
     const ir_type *t = n->inputs[i]->type;
-    bool operand = (info->flags & OPF_ELEMENTWISE) && i < info->n_operands;
+    /* an in-place form takes numbers where its functional op does, except self */
+    bool operand = (op_table[op_functional(op)].flags & OPF_ELEMENTWISE) && i < info->n_operands &&
+                   !(op_is_inplace(op) && i == 0);
     if (t->kind == IR_TYPE_TENSOR ||
         (t->kind == IR_TYPE_LIST && t->elems[0]->kind == IR_TYPE_TENSOR))
       any_tensor = true;

@@ -141,12 +141,13 @@ static const struct {
     {"constant_fold", pass_constant_fold},
     {"peephole", pass_peephole},
     {"cleanup", pass_cleanup},
+    {"functionalize", pass_functionalize},
 };
 
 int pass_run(ir_graph *g, const char *name) {
   for (size_t i = 0; i < sizeof pass_table / sizeof *pass_table; i++)
     if (name && strcmp(pass_table[i].name, name) == 0) return pass_table[i].fn(g);
   return core_error(KILN_ERR_INVALID, "pass_run: unknown pass '%s' (known: dce, cse, "
-                                      "constant_fold, peephole, cleanup)",
+                                      "constant_fold, peephole, cleanup, functionalize)",
                     name ? name : "(null)");
 }

@@ -150,6 +150,14 @@ int pass_constant_fold(ir_graph *g);
  *           return (%x)                                                  */
 int pass_peephole(ir_graph *g);
 
+/* Rewrites in-place ops whose self nothing else aliases into their
+ * functional forms (TorchScript's RemoveMutation; Note
+ * [Functionalization] in functionalize.c has the conditions and an
+ * example). Needs profiled (complete) tensor types to prove the
+ * functional op gives self's shape and dtype. Returns the number of
+ * rewrites, or < 0 on OOM. */
+int pass_functionalize(ir_graph *g);
+
 /* Runs constant_fold, peephole, cse and dce in rounds until a round
  * changes nothing (at most 4 rounds). Returns the total number of
  * changes, or < 0 on OOM.

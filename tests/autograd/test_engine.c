@@ -198,7 +198,7 @@ TEST(inplace_on_saved_tensor_fails_backward) {
   CHECK(kiln_fill_(x, 0.0) == KILN_OK); /* mul saved x */
   CHECK(kiln_backward(y, NULL) == KILN_ERR_STATE);
   CHECK_STR_CONTAINS(kiln_last_error(), "aten::mul");
-  CHECK_STR_CONTAINS(kiln_last_error(), "modified by an in-place operation");
+  CHECK_STR_CONTAINS(kiln_last_error(), "has been modified by an inplace operation");
   CHECK(kiln_tensor_grad(w) == NULL);
   kiln_scope_end();
 }

@@ -134,7 +134,7 @@ TEST(activation_relu_saved_output_checked) {
   kiln_no_grad_end();
   int64_t n = 3;
   CHECK(kiln_backward(y, kiln_ones(1, &n, KILN_DTYPE_F64)) < 0);
-  CHECK_STR_CONTAINS(kiln_last_error(), "modified by an in-place operation");
+  CHECK_STR_CONTAINS(kiln_last_error(), "has been modified by an inplace operation");
   kiln_scope_end();
 }
 

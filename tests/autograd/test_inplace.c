@@ -1,0 +1,154 @@
+/* tests/autograd/test_inplace.c: autograd through in-place ops (Note
+ * [In-place autograd] in src/ops/inplace.c): gradients through relu_
+ * after a linear, add_ residuals and mul_ on non-leaves equal central
+ * finite differences in float64; a saved value modified in place, a leaf
+ * written in place and a view written under autograd fail with their
+ * messages. */
+#include "ops/op.h"
+#include "test.h"
+
+static kiln_tensor *relu_(kiln_tensor *t) {
+  return op_call1(KILN_OP_INPLACE(KILN_OP_RELU), (op_val[]){OPV_T(t)}, 1);
+}
+static kiln_tensor *add_(kiln_tensor *t, kiln_tensor *o) {
+  return op_call1(KILN_OP_INPLACE(KILN_OP_ADD), (op_val[]){OPV_T(t), OPV_T(o), OPV_I(1)}, 3);
+}
+static kiln_tensor *mul_(kiln_tensor *t, kiln_tensor *o) {
+  return op_call1(KILN_OP_INPLACE(KILN_OP_MUL), (op_val[]){OPV_T(t), OPV_T(o)}, 2);
+}
+static kiln_tensor *total(kiln_tensor *t) { return kiln_sum(t, NULL, 0, false); }
+
+typedef kiln_tensor *(*loss_fn)(kiln_tensor *const *p);
+
+/* Checks d loss / d p[k] against central differences (float64, h = 1e-6). */
+static void check_grads(const char *what, loss_fn f, kiln_tensor *const *p, int n) {
+  kiln_scope_begin();
+  for (int k = 0; k < n; k++) CHECK(kiln_set_requires_grad(p[k], true) == 0);
+  kiln_tensor *l = f(p);
+  CHECK_MSG(l != NULL, "%s: forward: %s", what, kiln_last_error());
+  kiln_tensor *g[4] = {0};
+  int rc = l ? kiln_grad(&l, NULL, 1, p, n, NULL, g) : -1;
+  CHECK_MSG(rc == 0, "%s: grad: %s", what, kiln_last_error());
+  kiln_no_grad_begin();
+  for (int k = 0; k < n && rc == 0; k++) {
+    double *d = kiln_tensor_data(p[k]);
+    for (int64_t i = 0; i < kiln_tensor_numel(p[k]); i++) {
+      double keep = d[i];
+      d[i] = keep + 1e-6;
+      double up = core_get_flat(f(p), 0);
+      d[i] = keep - 1e-6;
+      double dn = core_get_flat(f(p), 0);
+      d[i] = keep;
+      double fd = (up - dn) / 2e-6, got = g[k] ? core_get_flat(g[k], i) : 0;
+      CHECK_MSG(fabs(got - fd) <= 1e-6 * (1 + fabs(fd)), "%s: d/dp%d[%lld] = %.10g, fd %.10g",
+                what, k, (long long)i, got, fd);
+    }
+  }
+  kiln_no_grad_end();
+  for (int k = 0; k < n; k++) kiln_set_requires_grad(p[k], false);
+  kiln_scope_end();
+}
+
+static kiln_tensor *randn(int ndim, const int64_t *shape, uint64_t seed) {
+  kiln_generator *gen = kiln_generator_new(seed);
+  kiln_tensor *t = kiln_randn(ndim, shape, KILN_DTYPE_F64, gen);
+  kiln_generator_free(gen);
+  return t;
+}
+
+/* relu_(linear(x, w, b)) * c, summed (nn.Linear + nn.ReLU(inplace=True)) */
+static kiln_tensor *relu_after_linear(kiln_tensor *const *p) {
+  kiln_tensor *h = kiln_linear(p[0], p[1], p[2]);
+  if (!relu_(h)) return NULL;
+  return total(kiln_mul(h, kiln_sin(h))); /* a non-linear use of the written h */
+}
+
+TEST(inplace_grad_relu__after_linear) {
+  kiln_scope_begin();
+  int64_t xs[2] = {3, 4}, ws[2] = {5, 4}, bs[1] = {5};
+  kiln_tensor *p[3] = {randn(2, xs, 1), randn(2, ws, 2), randn(1, bs, 3)};
+  check_grads("relu_ after linear", relu_after_linear, p, 3);
+  kiln_scope_end();
+}
+
+/* out = linear(x); out += x (ResNet's residual); relu_(out); sum(out^2)
+ * (relu(linear(x)) += x fails in PyTorch too: relu saved its output) */
+static kiln_tensor *residual(kiln_tensor *const *p) {
+  kiln_tensor *h = kiln_linear(p[0], p[1], p[2]);
+  if (!add_(h, p[0]) || !relu_(h)) return NULL;
+  return total(kiln_mul(h, h));
+}
+
+TEST(inplace_grad_add__residual) {
+  kiln_scope_begin();
+  int64_t xs[2] = {3, 4}, ws[2] = {4, 4}, bs[1] = {4};
+  kiln_tensor *p[3] = {randn(2, xs, 4), randn(2, ws, 5), randn(1, bs, 6)};
+  check_grads("add_ residual", residual, p, 3);
+  kiln_scope_end();
+}
+
+/* mul_'s formula reads self: the in-place op saves self's old value */
+static kiln_tensor *scaled(kiln_tensor *const *p) {
+  kiln_tensor *h = kiln_mul_scalar(p[0], 3.0);
+  if (!mul_(h, p[1]) || !mul_(h, kiln_sin(p[1]))) return NULL; /* h = 3xy sin(y) */
+  return total(kiln_sin(h));
+}
+
+TEST(inplace_grad_mul__saves_old_self) {
+  kiln_scope_begin();
+  int64_t s[1] = {4};
+  kiln_tensor *p[2] = {randn(1, s, 7), randn(1, s, 8)};
+  check_grads("mul_ chain", scaled, p, 2);
+  kiln_scope_end();
+}
+
+TEST(inplace_version_counter_error_names_the_op) {
+  kiln_scope_begin();
+  int64_t s[1] = {3};
+  kiln_tensor *x = randn(1, s, 9);
+  kiln_set_requires_grad(x, true);
+  kiln_tensor *y = kiln_sigmoid(x); /* saves its output */
+  CHECK(mul_(y, kiln_scalar(2.0, KILN_DTYPE_F64)) == y);
+  CHECK(kiln_backward(total(y), NULL) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(),
+                     "one of the variables needed for gradient computation has been modified by "
+                     "an inplace operation");
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::sigmoid");
+  CHECK_STR_CONTAINS(kiln_last_error(), "is at version 1; expected version 0");
+  kiln_scope_end();
+}
+
+TEST(inplace_on_leaf_requiring_grad_is_an_error) {
+  kiln_scope_begin();
+  int64_t s[1] = {3};
+  kiln_tensor *x = randn(1, s, 10);
+  kiln_set_requires_grad(x, true);
+  CHECK(relu_(x) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(),
+                     "a leaf Variable that requires grad is being used in an in-place operation.");
+  kiln_no_grad_begin(); /* an optimizer's update */
+  CHECK(relu_(x) == x);
+  kiln_no_grad_end();
+  for (int i = 0; i < 3; i++) CHECK(core_get_flat(x, i) >= 0);
+  kiln_scope_end();
+}
+
+TEST(inplace_on_view_under_autograd_is_a_clear_error) {
+  kiln_scope_begin();
+  int64_t s[2] = {2, 3};
+  kiln_tensor *x = randn(2, s, 11);
+  kiln_set_requires_grad(x, true);
+  kiln_tensor *h = kiln_mul_scalar(x, 2.0), *v = kiln_select(h, 0, 0);
+  CHECK(relu_(v) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "CopySlices");
+  /* a view of a tensor without history, written with one that has it */
+  kiln_tensor *z = kiln_zeros(2, s, KILN_DTYPE_F64), *row = kiln_select(x, 0, 1);
+  CHECK(add_(kiln_select(z, 0, 0), row) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "CopySlices");
+  /* without autograd, writing through a view writes the base */
+  kiln_no_grad_begin();
+  CHECK(add_(kiln_select(z, 0, 1), kiln_scalar(1.0, KILN_DTYPE_F64)) != NULL);
+  kiln_no_grad_end();
+  CHECK(core_get_flat(z, 3) == 1 && core_get_flat(z, 0) == 0);
+  kiln_scope_end();
+}
