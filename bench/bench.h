@@ -42,6 +42,11 @@ extern const char *bench_current;
  * optimized graph) to stderr; f may be NULL. */
 void bench_print_function(const kiln_function *f);
 
+/* A process a workload runs on purpose (busy_machine's spinner, Note [Busy
+ * machine] in work_models.c), 0 when none: the contention guard counts its
+ * CPU time as the workload's own. */
+extern int bench_spinner_pid;
+
 /* CLOCK_MONOTONIC in seconds. */
 double bench_now(void);
 /* Prints "bench: <name>: <what>: <kiln_last_error()>" to stderr; returns -1. */

@@ -75,6 +75,24 @@ typedef struct ticks {
   long long busy, own;
 } ticks;
 
+/* utime + stime of process pid ("self" when 0), or -1. */
+static long long proc_ticks(int pid) {
+  char path[64], buf[1024];
+  if (pid) snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  else snprintf(path, sizeof path, "/proc/self/stat");
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  char *p = strrchr(buf, ')'); /* fields after the command name: state is field 3 */
+  long long utime, stime;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime,
+                   &stime) != 2)
+    return -1;
+  return utime + stime;
+}
+
 static bool read_ticks(ticks *t) {
   long long v[10] = {0};
   FILE *f = fopen("/proc/stat", "r");
@@ -84,18 +102,10 @@ static bool read_ticks(ticks *t) {
   fclose(f);
   if (n < 8) return false;
   t->busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7]; /* user nice system irq softirq steal */
-  char buf[1024];
-  f = fopen("/proc/self/stat", "r");
-  if (!f) return false;
-  size_t len = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[len] = 0;
-  char *p = strrchr(buf, ')'); /* fields after the command name: state is field 3 */
-  long long utime, stime;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &utime,
-                   &stime) != 2)
-    return false;
-  t->own = utime + stime;
+  t->own = proc_ticks(0);
+  long long spin = bench_spinner_pid > 0 ? proc_ticks(bench_spinner_pid) : 0;
+  if (t->own < 0 || spin < 0) return false;
+  t->own += spin; /* the workload's own competitor (Note [Busy machine]) */
   return true;
 }
 

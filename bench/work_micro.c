@@ -243,6 +243,82 @@ static double run_openblas_sgemm(int iters) {
   return bench_now() - t0;
 }
 
+/* ---- sgemm at the MLP's shapes ---------------------------------------------------- */
+/* The first layer of the MLP step (batch 128, 784 -> 256): the forward
+ * x @ W^T, and its two gradient GEMMs dY @ W (input) and dY^T @ x (weight),
+ * each through kiln_mm on transposed views and through OpenBLAS directly,
+ * at the same thread count as the 1024 pair. 2 * 128 * 256 * 784 flops. */
+#define MLP_GFLOP (2.0 * 128 * 256 * 784)
+static kiln_tensor *mlp_x, *mlp_w, *mlp_dy;
+static float *mlp_c;
+
+static int setup_mlp_gemm(void) {
+  kiln_generator *g = kiln_generator_new(2);
+  mlp_x = kiln_randn(2, (int64_t[]){128, 784}, KILN_DTYPE_F32, g);
+  mlp_w = kiln_randn(2, (int64_t[]){256, 784}, KILN_DTYPE_F32, g);
+  mlp_dy = kiln_randn(2, (int64_t[]){128, 256}, KILN_DTYPE_F32, g);
+  kiln_generator_free(g);
+  mlp_c = aligned_alloc(64, sizeof(float) * 256 * 784);
+  return mlp_x && mlp_w && mlp_dy && mlp_c ? 0 : -1;
+}
+
+static void teardown_mlp_gemm(void) {
+  kiln_release(mlp_x), kiln_release(mlp_w), kiln_release(mlp_dy);
+  free(mlp_c);
+  mlp_x = mlp_w = mlp_dy = NULL;
+  mlp_c = NULL;
+}
+
+static int setup_openblas_mlp_gemm(void) {
+  blas_threads_saved = openblas_get_num_threads();
+  openblas_set_num_threads(omp_get_max_threads());
+  return setup_mlp_gemm();
+}
+
+static void teardown_openblas_mlp_gemm(void) {
+  teardown_mlp_gemm();
+  openblas_set_num_threads(blas_threads_saved);
+}
+
+/* which: 0 x @ W^T, 1 dY @ W, 2 dY^T @ x */
+static double run_mlp_gemm(int which, int iters) {
+  double t0 = bench_now();
+  for (int i = 0; i < iters; i++) {
+    kiln_scope_begin();
+    kiln_tensor *c = which == 0   ? kiln_mm(mlp_x, kiln_t(mlp_w))
+                     : which == 1 ? kiln_mm(mlp_dy, mlp_w)
+                                  : kiln_mm(kiln_t(mlp_dy), mlp_x);
+    kiln_scope_end();
+    if (!c) return bench_fail(bench_current, "kiln_mm");
+  }
+  return bench_now() - t0;
+}
+
+static double run_openblas_mlp_gemm(int which, int iters) {
+  const float *x = kiln_tensor_data(mlp_x), *w = kiln_tensor_data(mlp_w);
+  const float *dy = kiln_tensor_data(mlp_dy);
+  double t0 = bench_now();
+  for (int i = 0; i < iters; i++) {
+    if (which == 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, 128, 256, 784, 1.0f, x, 784, w, 784,
+                  0.0f, mlp_c, 256);
+    else if (which == 1)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, 128, 784, 256, 1.0f, dy, 256, w,
+                  784, 0.0f, mlp_c, 784);
+    else
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, 256, 784, 128, 1.0f, dy, 256, x, 784,
+                  0.0f, mlp_c, 784);
+  }
+  return bench_now() - t0;
+}
+
+static double run_mlp_fwd(int iters) { return run_mlp_gemm(0, iters); }
+static double run_mlp_dx(int iters) { return run_mlp_gemm(1, iters); }
+static double run_mlp_dw(int iters) { return run_mlp_gemm(2, iters); }
+static double run_openblas_mlp_fwd(int iters) { return run_openblas_mlp_gemm(0, iters); }
+static double run_openblas_mlp_dx(int iters) { return run_openblas_mlp_gemm(1, iters); }
+static double run_openblas_mlp_dw(int iters) { return run_openblas_mlp_gemm(2, iters); }
+
 /* ---- conv2d ----------------------------------------------------------------------- */
 
 /* One forward and backward (grads for input, weight, bias) of a 3x3
@@ -309,6 +385,18 @@ static const bench_workload gemm[] = {
      teardown_gemm},
     {"openblas_sgemm_1024", "GFLOP/s", BENCH_RATE, 1e-9, GFLOP_1024, 2, 0, setup_openblas_sgemm,
      run_openblas_sgemm, teardown_openblas_sgemm},
+    {"sgemm_mlp_fwd", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0, setup_mlp_gemm, run_mlp_fwd,
+     teardown_mlp_gemm},
+    {"openblas_sgemm_mlp_fwd", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0,
+     setup_openblas_mlp_gemm, run_openblas_mlp_fwd, teardown_openblas_mlp_gemm},
+    {"sgemm_mlp_dx", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0, setup_mlp_gemm, run_mlp_dx,
+     teardown_mlp_gemm},
+    {"openblas_sgemm_mlp_dx", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0,
+     setup_openblas_mlp_gemm, run_openblas_mlp_dx, teardown_openblas_mlp_gemm},
+    {"sgemm_mlp_dw", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0, setup_mlp_gemm, run_mlp_dw,
+     teardown_mlp_gemm},
+    {"openblas_sgemm_mlp_dw", "GFLOP/s", BENCH_RATE, 1e-9, MLP_GFLOP, 3, 0,
+     setup_openblas_mlp_gemm, run_openblas_mlp_dw, teardown_openblas_mlp_gemm},
 };
 
 static const bench_workload extra[] = {

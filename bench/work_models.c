@@ -17,7 +17,11 @@
  * so only what a Python loop would keep alive (parameters, momentum
  * buffers, grads, the loss) is synced. */
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bench.h"
 
@@ -343,6 +347,44 @@ static int setup_lstm_eager(void) { return lstm_setup(false, false); }
 static int setup_lstm_jit(void) { return lstm_setup(false, true); }
 static int setup_lstm_lazy(void) { return lstm_setup(true, false); }
 
+/* ---- busy machine ------------------------------------------------------------------- */
+/* Note [Busy machine]: the MLP training step (eager) while another process
+ * keeps one core busy, against the same step on a quiet machine, measured
+ * back to back in one process (busy_machine_quiet, then busy_machine). The
+ * competitor is a spin loop the workload forks in its setup and kills in
+ * its teardown; its CPU time counts as the workload's own in the
+ * contention guard (bench_spinner_pid). The ratio busy / quiet shows
+ * whether idle workers spinning, or a thread waiting on a core it shares,
+ * multiply the step's time (Note [Thread waits] in src/core/threads.c). */
+int bench_spinner_pid;
+
+static void stop_spinner(void) {
+  if (bench_spinner_pid > 0) {
+    kill(bench_spinner_pid, SIGKILL);
+    waitpid(bench_spinner_pid, NULL, 0);
+  }
+  bench_spinner_pid = 0;
+}
+
+static int setup_busy(void) {
+  if (mlp_setup(MLP_B, false, false) < 0) return -1;
+  pid_t p = fork();
+  if (p < 0) return -1;
+  if (p == 0) { /* the competitor: spins until killed (or its parent dies) */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (volatile unsigned long x = 0;; x++) {
+    }
+  }
+  bench_spinner_pid = p;
+  usleep(50000); /* let it start */
+  return 0;
+}
+
+static void teardown_busy(void) {
+  stop_spinner();
+  mlp_teardown();
+}
+
 /* ---- list --------------------------------------------------------------------------- */
 
 static const bench_workload models[] = {
@@ -361,6 +403,9 @@ static const bench_workload models[] = {
      lstm_teardown},
     {"lstm_step_lazy", "ms", BENCH_TIME, 1e3, 0, 3, 0, setup_lstm_lazy, run_lstm_step,
      lstm_teardown},
+    {"busy_machine_quiet", "ms", BENCH_TIME, 1e3, 0, 5, 0, setup_mlp_eager, run_mlp_step,
+     mlp_teardown},
+    {"busy_machine", "ms", BENCH_TIME, 1e3, 0, 5, 0, setup_busy, run_mlp_step, teardown_busy},
 };
 
 const bench_workload *bench_model_workloads(int *n) {

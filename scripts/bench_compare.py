@@ -166,6 +166,16 @@ def targets(kiln, torch):
     sg, ob = k("sgemm_1024"), k("openblas_sgemm_1024")
     add("sgemm_1024 within 5% of openblas_sgemm_1024", sg / ob if sg and ob else None,
         bool(sg and ob and sg >= 0.95 * ob), sg and ob and "%.0f%%" % (100 * sg / ob))
+    for shape in ("fwd", "dx", "dw"):
+        sg, ob = k("sgemm_mlp_" + shape), k("openblas_sgemm_mlp_" + shape)
+        add("sgemm_mlp_%s >= 1.1x openblas_sgemm_mlp_%s" % (shape, shape),
+            sg / ob if sg and ob else None, bool(sg and ob and sg >= 1.1 * ob),
+            sg and ob and "%.2fx" % (sg / ob))
+    # Note [Busy machine] (bench/work_models.c): the MLP step beside a busy core
+    for who, get in (("kiln", k), ("torch", t)):
+        q, b = get("busy_machine_quiet"), get("busy_machine")
+        add("%s busy_machine <= 2.5x busy_machine_quiet" % who, b / q if q and b else None,
+            bool(q and b and b <= 2.5 * q), q and b and "%.2fx (%.3g / %.3g ms)" % (b / q, b, q))
     return out
 
 

@@ -28,6 +28,8 @@ static int train_usage(FILE *f) {
           "  --plot FILE.svg           loss and accuracy curves\n"
           "  --metrics FILE.json       loss and counters per step\n"
           "  --steps N                 stop after N steps in total\n"
+          "  --threads N               threads (default KILN_NUM_THREADS, OMP_NUM_THREADS or\n"
+          "                            the available cores; never more than those)\n"
           "  --sync step|phases        lazy: one mark_step per step, or three\n"
           "  --limit-train N, --limit-test N  use only the first N images\n"
           "  --dist                    data parallel under mpirun (make MPI=1): --batch is global\n"
@@ -86,6 +88,9 @@ int kiln_cmd_train(int argc, char **argv) {
     } else if (strcmp(a, "--steps") == 0) {
       if (parse_int(a, v, 1, &n)) return 2;
       o.max_steps = n;
+    } else if (strcmp(a, "--threads") == 0) {
+      if (parse_int(a, v, 1, &n) || n > 1 << 16) return 2;
+      kiln_set_num_threads((int)n); /* capped to the available cores */
     } else if (strcmp(a, "--seed") == 0) {
       if (parse_int(a, v, 0, &n)) return 2;
       o.seed = (uint64_t)n;

@@ -268,6 +268,14 @@ uint64_t core_rand_u64(kiln_generator *g);
 double core_rand_double(kiln_generator *g);
 double core_rand_normal(kiln_generator *g);
 
+/* ---- threads (threads.c, Note [Thread waits]) ----------------------------- */
+/* The cores this process may use: its affinity mask, capped by its
+ * cgroup's CPU quota rounded up. At least 1. */
+int core_available_cores(void);
+/* ceil(quota / period): a cgroup CPU quota in cores; 0 for none (quota or
+ * period <= 0, as cgroup v2's "max" reads). */
+int core_quota_cores(long long quota, long long period);
+
 /* ---- instruction-set levels (cpu.c, Note [CPU levels]) ----------------- */
 #include "cpu.h"
 

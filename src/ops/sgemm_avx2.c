@@ -4,9 +4,9 @@
  * The same layering as the AVX-512 kernel, with BLIS's Haswell/Zen shape
  * of micro-tile: 6 rows x 16 columns of C in 12 ymm accumulators, two
  * vector loads of the packed B panel and six broadcasts of the packed A
- * panel per k (15 of the 16 ymm registers). The blocking (KC = 256, the
- * same K slices as the AVX-512 kernel) keeps a B panel (16 KiB) in L1 and
- * the A block (144 x 256, 144 KiB) in L2. Each element of C sums its k
+ * panel per k (15 of the 16 ymm registers; named variables, see micro).
+ * The blocking (KC = 256, the same K slices as the AVX-512 kernel) keeps a
+ * B panel (16 KiB) in L1 and the A block (144 x 256, 144 KiB) in L2. Each element of C sums its k
  * terms in the same order, one FMA each, as the AVX-512 kernel, so the two
  * give identical results. Packing reads whole vectors: k-major rows are
  * copied, operands whose k runs along memory are transposed 8 x 8 in
@@ -117,47 +117,71 @@ static void pack_a(float *dst, bool ta, const float *A, int64_t lda, int64_t mc,
   }
 }
 
+/* One row of the tile: c<i>0, c<i>1 += a[i] * (b0, b1). */
+#define ROW_FMA(i)                                                              \
+  do {                                                                          \
+    __m256 ai = _mm256_broadcast_ss(a + (i));                                   \
+    c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                                 \
+    c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                                 \
+  } while (0)
+
+/* Row i of C = alpha * (r0, r1) + beta * row i of D, whole rows. */
+static inline void put_row(float *ci, const float *di, __m256 r0, __m256 r1, __m256 va,
+                           __m256 vb, bool beta) {
+  r0 = _mm256_mul_ps(va, r0), r1 = _mm256_mul_ps(va, r1);
+  if (beta) {
+    r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(di), r0);
+    r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(di + 8), r1);
+  }
+  _mm256_storeu_ps(ci, r0);
+  _mm256_storeu_ps(ci + 8, r1);
+}
+
 /* C[mr x nr] = alpha * Apanel . Bpanel + beta * D (row i of D at d + i *
- * ldd; d may be c); beta 0 never reads D. */
+ * ldd; d may be c); beta 0 never reads D. The 12 accumulators are named
+ * variables, not an array, so that they stay in registers (an array that
+ * the edge code indexes by a variable is kept in memory by gcc 12). */
 static void micro(int64_t kc, const float *a, const float *b, const float *d, int64_t ldd,
                   float *c, int64_t ldc, int64_t mr, int64_t nr, float alpha, float beta) {
-  __m256 acc[MR][2];
-#pragma GCC unroll 6
-  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
-#pragma GCC unroll 2
+  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t k = 0; k < kc; k++) {
     __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-      __m256 ai = _mm256_broadcast_ss(a + i);
-      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
-      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
-    }
+    ROW_FMA(0);
+    ROW_FMA(1);
+    ROW_FMA(2);
+    ROW_FMA(3);
+    ROW_FMA(4);
+    ROW_FMA(5);
     a += MR;
     b += NR;
   }
   __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
+  bool be = beta != 0.0f;
   if (mr == MR && nr == NR) {
-#pragma GCC unroll 6
-    for (int i = 0; i < MR; i++) {
-      float *ci = c + i * ldc;
-      const float *di = d + i * ldd;
-      __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
-      if (beta != 0.0f) {
-        r0 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(di), r0);
-        r1 = _mm256_fmadd_ps(vb, _mm256_loadu_ps(di + 8), r1);
-      }
-      _mm256_storeu_ps(ci, r0);
-      _mm256_storeu_ps(ci + 8, r1);
-    }
+    put_row(c, d, c00, c01, va, vb, be);
+    put_row(c + ldc, d + ldd, c10, c11, va, vb, be);
+    put_row(c + 2 * ldc, d + 2 * ldd, c20, c21, va, vb, be);
+    put_row(c + 3 * ldc, d + 3 * ldd, c30, c31, va, vb, be);
+    put_row(c + 4 * ldc, d + 4 * ldd, c40, c41, va, vb, be);
+    put_row(c + 5 * ldc, d + 5 * ldd, c50, c51, va, vb, be);
     return;
   }
+  /* an edge tile: through memory, masked */
+  float t[MR][NR] __attribute__((aligned(32)));
+  _mm256_store_ps(t[0], c00), _mm256_store_ps(t[0] + 8, c01);
+  _mm256_store_ps(t[1], c10), _mm256_store_ps(t[1] + 8, c11);
+  _mm256_store_ps(t[2], c20), _mm256_store_ps(t[2] + 8, c21);
+  _mm256_store_ps(t[3], c30), _mm256_store_ps(t[3] + 8, c31);
+  _mm256_store_ps(t[4], c40), _mm256_store_ps(t[4] + 8, c41);
+  _mm256_store_ps(t[5], c50), _mm256_store_ps(t[5] + 8, c51);
   __m256i m0 = lanes(nr), m1 = lanes(nr - 8);
-  for (int i = 0; i < mr; i++) {
+  for (int64_t i = 0; i < mr; i++) {
     float *ci = c + i * ldc;
     const float *di = d + i * ldd;
-    __m256 r0 = _mm256_mul_ps(va, acc[i][0]), r1 = _mm256_mul_ps(va, acc[i][1]);
-    if (beta != 0.0f) {
+    __m256 r0 = _mm256_mul_ps(va, _mm256_load_ps(t[i]));
+    __m256 r1 = _mm256_mul_ps(va, _mm256_load_ps(t[i] + 8));
+    if (be) {
       r0 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(di, m0), r0);
       if (nr > 8) r1 = _mm256_fmadd_ps(vb, _mm256_maskload_ps(di + 8, m1), r1);
     }

@@ -141,6 +141,7 @@ TEST(cpu_levels_softmax_and_sums_within_one_ulp) {
       double u = max_ulps(r[0][k], r[l][k]);
       CHECK_MSG(u <= 1.0, "kernel %d at %s: %.1f ulp from baseline", k, core_cpu_level_name(l), u);
     }
+  kiln_generator_free(g);
   kiln_scope_end();
 }
 
@@ -176,5 +177,6 @@ TEST(cpu_levels_gemm_agree) {
                 worst);
     }
   }
+  kiln_generator_free(g);
   kiln_scope_end();
 }
