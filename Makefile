@@ -76,7 +76,7 @@ SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SO_NAME := libkiln.so.$(SO_MAJOR)
 SO_REAL := libkiln.so.$(VERSION)
 
-.PHONY: all test bench check run install uninstall clean deps deps-test bench-compare fuzz \
+.PHONY: all test test-python bench check run install uninstall clean deps deps-test bench-compare fuzz \
         fuzz-run FORCE
 
 all: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln $(BUILD)/logreg
@@ -115,9 +115,11 @@ $(BUILD)/libkiln.a: $(LIB_OBJ)
 
 # The shared library: soname libkiln.so.MAJOR; only KILN_API functions
 # (all named kiln_*) are exported, by visibility and by src/kiln.map.
-$(BUILD)/$(SO_REAL): $(LIB_OBJ) src/kiln.map
+# src/core/wait_policy.c (a .preinit_array re-exec) is for executables only.
+SO_OBJ := $(filter-out $(BUILD)/src/core/wait_policy.o,$(LIB_OBJ))
+$(BUILD)/$(SO_REAL): $(SO_OBJ) src/kiln.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=src/kiln.map \
-	  -Wl,--no-undefined -o $@ $(LIB_OBJ) $(LIBS)
+	  -Wl,--no-undefined -o $@ $(SO_OBJ) $(LIBS)
 	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
 	ln -sf $(SO_NAME) $(BUILD)/libkiln.so
 
@@ -136,6 +138,14 @@ $(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
 test: deps-test
 	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL)
 	OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
+
+# The Python package's tests (python/tests, pytest) against this tree's
+# libkiln.so, then `pip install ./python --target` and an import of the
+# installed copy; fails when numpy or pytest is missing (make test skips
+# them then; .ci/run installs them: scripts/deps.sh --python).
+test-python: $(BUILD)/$(SO_REAL)
+	KILN_LIBRARY=$(CURDIR)/$(BUILD)/$(SO_REAL) /usr/bin/python3 -m pytest -q python/tests
+	sh python/pip_test.sh
 
 bench: $(BUILD)/bench_kiln
 	./$(BUILD)/bench_kiln
@@ -201,7 +211,10 @@ check:
 # make uninstall removes exactly what install wrote.
 LIBDIR := $(PREFIX)/lib
 PYTHON ?= $(shell command -v /usr/bin/python3 || command -v python3)
-PYDIR = $(LIBDIR)/python3/dist-packages
+# Debian's sys.path: /usr/lib/python3/dist-packages for PREFIX=/usr,
+# <prefix>/lib/python3.X/dist-packages for other prefixes (/usr/local).
+PYVER = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+PYDIR = $(if $(filter /usr,$(PREFIX)),$(LIBDIR)/python3/dist-packages,$(LIBDIR)/python$(PYVER)/dist-packages)
 INSTALLED := $(PREFIX)/include/kiln.h $(LIBDIR)/libkiln.a $(LIBDIR)/$(SO_REAL) \
              $(LIBDIR)/$(SO_NAME) $(LIBDIR)/libkiln.so $(LIBDIR)/pkgconfig/kiln.pc \
              $(PREFIX)/bin/kiln $(PREFIX)/share/man/man1/kiln.1
@@ -222,8 +235,8 @@ install: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
-	rm -rf $(DESTDIR)$(PYDIR)/kiln
-	-rmdir $(DESTDIR)$(PYDIR) $(DESTDIR)$(LIBDIR)/python3 2>/dev/null || true
+	@if [ -n "$(PYTHON)" ] && [ -f $(DESTDIR)$(PYDIR)/kiln/_libpath.py ]; then \
+	  rm -rf $(DESTDIR)$(PYDIR)/kiln; fi
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -22,8 +22,8 @@
  *   kiln_tensor *loss = kiln_cross_entropy(kiln_linear(h, w2, b2), y,
  *                                          KILN_REDUCTION_MEAN);
  *   if (kiln_backward(loss, NULL) < 0) fprintf(stderr, "%s\n", kiln_last_error());
- *   kiln_no_grad_begin();
- *   ... w1 -= lr * grad(w1), in place with kiln_sub_ ...
+ *   kiln_no_grad_begin();       // w1 -= lr * grad(w1), in place:
+ *   kiln_add_(w1, kiln_tensor_grad(w1), -lr);   // ... and so on for each parameter
  *   kiln_no_grad_end();
  *   kiln_scope_end();            // h, loss and the rest are released here
  */
@@ -69,7 +69,10 @@ typedef enum kiln_status {
 /* The thread's last error message (never NULL; "" if none). Owned by kiln,
  * valid until the next failing call on this thread. */
 KILN_API const char *kiln_last_error(void);
-/* Clears the thread's error message. */
+/* The kiln_status of the thread's last error (KILN_OK if none): what a
+ * call that returned NULL failed with. */
+KILN_API kiln_status kiln_last_status(void);
+/* Clears the thread's error message and status. */
 KILN_API void kiln_clear_error(void);
 
 /* Element types. Promotion follows PyTorch: bool < int64 < float32 < float64
@@ -138,6 +141,15 @@ KILN_API kiln_tensor *kiln_arange(double start, double end, double step,
 /* Copies numel(shape) elements of dtype dt from data. */
 KILN_API kiln_tensor *kiln_from_data(const void *data, int ndim,
                                      const int64_t *shape, kiln_dtype dt);
+/* A tensor over memory kiln does not own (zero-copy, as torch.from_numpy):
+ * data must be aligned to the element size (else KILN_ERR_INVALID; views
+ * with offsets are no more aligned, and kernels check) and hold every element the shape and strides (in
+ * elements, non-negative; NULL = contiguous) address. When the last
+ * tensor on the memory is released, release(ctx) runs (release may be
+ * NULL). On failure release is NOT called and NULL is returned. */
+KILN_API kiln_tensor *kiln_from_blob(void *data, int ndim, const int64_t *shape,
+                                     const int64_t *strides, kiln_dtype dt,
+                                     void (*release)(void *ctx), void *ctx);
 /* Uniform [0,1) and standard normal, from gen (NULL = the default
  * generator). Floating dtypes only. */
 KILN_API kiln_tensor *kiln_rand(int ndim, const int64_t *shape, kiln_dtype dt,
@@ -978,7 +990,13 @@ KILN_API kiln_status kiln_safetensors_save(const char *path, int n, const char *
  * names), the optimizer's state ("optim.<param>.<buffer>") and metadata:
  * format "kiln-checkpoint-1", model, optimizer, lr, step, epoch, batch,
  * rng (the data generator's state when the current epoch started), and
- * crc32 of the data section, which the loader verifies. */
+ * crc32: zlib's CRC-32 (8 hex digits) of the data section (every tensor's
+ * bytes, in file order) followed by every OTHER metadata pair, sorted by
+ * key, as "key\0value\0" (Note [Checkpoint CRC] in src/nn/checkpoint.c).
+ * It does not cover the JSON header's tensor entries (names, dtypes,
+ * shapes, offsets): those are checked by the safetensors rules and against
+ * the model. The loader verifies it. A missing or unreadable file is
+ * KILN_ERR_IO; anything wrong inside it KILN_ERR_FORMAT. */
 typedef struct kiln_checkpoint_info {
   char model[16];        /* the module's arch */
   char optimizer[16];    /* "sgd", "adam", "adamw" or "" */
@@ -1047,6 +1065,12 @@ typedef struct kiln_nn_train_opts {
   double dist_timeout;      /* seconds any wait may take (0: 300) */
   int64_t no_sync_steps;    /* accumulate K batches per optimizer step, reducing
                                only on the K-th (0 or 1: every batch) */
+  /* Called after every training step with the global step number (from
+   * 1), the epoch (from 1) and the step's loss; a non-zero return stops
+   * training after this step (the checkpoint, when asked, is still
+   * written). NULL: none. */
+  int (*on_step)(int64_t step, int epoch, double loss, void *ud);
+  void *on_step_ud;
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);

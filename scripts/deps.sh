@@ -1,10 +1,14 @@
 #!/bin/sh
 # scripts/deps.sh: installs the Debian packages kiln needs, when missing.
-# Usage: sh scripts/deps.sh [--test|--fuzz]   (what the test suite / make fuzz add)
+# Usage: sh scripts/deps.sh [--test|--python|--fuzz]   (what the test suite / the
+# Python package's tests / make fuzz add)
 set -e
 PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
 if [ "$1" = "--test" ]; then
   PKGS="$PKGS graphviz"
+fi
+if [ "$1" = "--python" ]; then
+  PKGS="$PKGS python3-numpy python3-pytest python3-pip python3-setuptools python3-wheel"
 fi
 if [ "$1" = "--fuzz" ]; then
   PKGS="$PKGS clang libomp-dev"

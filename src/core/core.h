@@ -89,6 +89,8 @@ typedef struct core_storage {
   size_t block;    /* bytes of the cached block holding header and data */
   void *data;      /* 64-byte aligned, or NULL for data-less (symbolic) */
   bool owns_data;  /* data lives in this allocation or was core_alloc'd */
+  void (*release)(void *ctx);  /* kiln_from_blob's: runs when freed */
+  void *release_ctx;
 } core_storage;
 
 struct ag_meta;   /* autograd's per-tensor state (src/autograd) */

@@ -5,9 +5,11 @@
 #include "core.h"
 
 static _Thread_local char err_buf[1024];
+static _Thread_local int err_status;
 
 int core_verror(int status, const char *fmt, va_list ap) {
   vsnprintf(err_buf, sizeof err_buf, fmt, ap);
+  err_status = status;
   return status;
 }
 
@@ -33,4 +35,8 @@ void core_error_prefix(const char *fmt, ...) {
 }
 
 const char *kiln_last_error(void) { return err_buf; }
-void kiln_clear_error(void) { err_buf[0] = 0; }
+kiln_status kiln_last_status(void) { return err_buf[0] ? (kiln_status)err_status : KILN_OK; }
+void kiln_clear_error(void) {
+  err_buf[0] = 0;
+  err_status = KILN_OK;
+}

@@ -156,6 +156,8 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   s->nbytes = nbytes;
   s->data = mem + head;
   s->owns_data = false;
+  s->release = NULL;
+  s->release_ctx = NULL;
   t->storage = s;
   return t;
 }
@@ -189,6 +191,7 @@ kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt) {
 void core_storage_release(core_storage *s) {
   if (!s || --s->refcount > 0) return;
   if (s->owns_data) core_free_aligned(s->data);
+  if (s->release) s->release(s->release_ctx);
   core_block_free(s, s->block);
 }
 
@@ -372,6 +375,66 @@ kiln_tensor *kiln_from_data(const void *data, int ndim, const int64_t *shape,
     }
     memcpy(core_data(t), data, t->storage->nbytes);
   }
+  return core_autorelease(t);
+}
+
+kiln_tensor *kiln_from_blob(void *data, int ndim, const int64_t *shape, const int64_t *strides,
+                            kiln_dtype dt, void (*release)(void *ctx), void *ctx) {
+  if (core_check_shape("from_blob", ndim, shape) < 0) return NULL;
+  if ((unsigned)dt >= KILN_DTYPE_COUNT) {
+    core_error(KILN_ERR_INVALID, "from_blob: invalid dtype %d", (int)dt);
+    return NULL;
+  }
+  if (!data || (uintptr_t)data % kiln_dtype_size(dt) != 0) {
+    core_error(KILN_ERR_INVALID, "from_blob: data %p is not aligned to its %zu-byte elements",
+               data, kiln_dtype_size(dt));
+    return NULL;
+  }
+  int64_t span = 1; /* elements addressed: 1 + sum (size - 1) * stride */
+  bool empty = false;
+  for (int i = 0; i < ndim; i++) {
+    int64_t st = strides ? strides[i] : 0, step;
+    if (st < 0) {
+      core_error(KILN_ERR_INVALID, "from_blob: negative stride %lld", (long long)st);
+      return NULL;
+    }
+    empty |= shape[i] == 0;
+    if (shape[i] > 0 && (__builtin_mul_overflow(shape[i] - 1, st, &step) ||
+                         __builtin_add_overflow(span, step, &span))) {
+      core_error(KILN_ERR_INVALID, "from_blob: strides overflow");
+      return NULL;
+    }
+  }
+  if (!strides) span = core_numel(ndim, shape);
+  if (empty) span = 0;
+  size_t nbytes;
+  if (__builtin_mul_overflow((size_t)span, kiln_dtype_size(dt), &nbytes)) {
+    core_error(KILN_ERR_INVALID, "from_blob: size overflows");
+    return NULL;
+  }
+  size_t block = 0;
+  core_storage *s = core_block_alloc(sizeof *s, &block);
+  if (!s) {
+    core_error(KILN_ERR_NOMEM, "from_blob: out of memory");
+    return NULL;
+  }
+  memset(s, 0, sizeof *s);
+  s->block = block;
+  s->refcount = 1;
+  s->nbytes = nbytes;
+  s->data = data;
+  s->owns_data = false;
+  int64_t cs[KILN_MAX_DIMS];
+  core_contiguous_strides(ndim, shape, cs);
+  kiln_tensor *t = core_tensor_view(s, dt, ndim, shape, strides ? strides : cs, 0);
+  if (!t) {
+    core_block_free(s, block);
+    core_error(KILN_ERR_NOMEM, "from_blob: out of memory");
+    return NULL;
+  }
+  s->refcount = 1; /* the view retained it; the tensor is its only owner */
+  s->release = release;
+  s->release_ctx = ctx;
   return core_autorelease(t);
 }
 

@@ -34,43 +34,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "core.h"
 
-#define KILN_SPINCOUNT "1000"
-
-/* ---- the wait policy: a re-exec before anything runs ---------------------- */
-#if !defined(__PIC__) || defined(__PIE__) /* an executable's object, not a DSO's */
-static bool env_has(char **envp, const char *prefix) {
-  size_t n = strlen(prefix);
-  for (char **e = envp; e && *e; e++)
-    if (!strncmp(*e, prefix, n)) return true;
-  return false;
-}
-
-static void set_wait_policy(int argc, char **argv, char **envp) {
-  (void)argc;
-  static char *env[1024]; /* static: preinit runs before anything could free it */
-  static char spin[] = "GOMP_SPINCOUNT=" KILN_SPINCOUNT;
-  if (!argv || !envp || env_has(envp, "OMP_WAIT_POLICY=") || env_has(envp, "GOMP_SPINCOUNT=") ||
-      env_has(envp, "KILN_OMP_ENV=keep") || getauxval(AT_SECURE))
-    return;
-  size_t n = 0;
-  while (envp[n]) {
-    if (n + 2 >= sizeof env / sizeof *env) return; /* an environment this large: leave it */
-    env[n] = envp[n];
-    n++;
-  }
-  env[n++] = spin;
-  env[n] = NULL;
-  execve("/proc/self/exe", argv, env); /* returns only on failure: carry on as we are */
-}
-
-__attribute__((section(".preinit_array"), used)) static void (*const kiln_preinit)(
-    int, char **, char **) = set_wait_policy;
-#endif
 
 /* ---- how many threads ---------------------------------------------------- */
 int core_quota_cores(long long quota, long long period) {

@@ -158,7 +158,7 @@ static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoi
 kiln_status kiln_checkpoint_read_info(const char *path, kiln_checkpoint_info *info) {
   if (!path || !info) return core_error(KILN_ERR_INVALID, "checkpoint_read_info: NULL argument");
   kiln_safetensors *st = kiln_safetensors_load(path);
-  if (!st) return kiln_last_error()[0] ? KILN_ERR_FORMAT : KILN_ERR_NOMEM;
+  if (!st) return kiln_last_status() < 0 ? kiln_last_status() : KILN_ERR_NOMEM; /* IO, FORMAT */
   int rc = read_info(st, path, info);
   kiln_safetensors_free(st);
   return rc;
@@ -183,7 +183,7 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
                                  kiln_checkpoint_info *info) {
   if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
   kiln_safetensors *st = kiln_safetensors_load(path);
-  if (!st) return KILN_ERR_FORMAT;
+  if (!st) return kiln_last_status() < 0 ? kiln_last_status() : KILN_ERR_NOMEM; /* IO, FORMAT */
   kiln_checkpoint_info inf;
   int n_st = kiln_optim_n_state(o), rc = read_info(st, path, &inf);
   int n_file = kiln_safetensors_n_tensors(st);

@@ -510,6 +510,11 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
       read_counters(&t);
       if ((rc = nn_log_step(&t.log, loss, t.counters)) < 0) break;
       nn_progress_update(&bar, i + 1, ep_samples, ep_loss / (double)ep_steps, i == nb - 1);
+      if (o->on_step && o->on_step(t.step, (int)epoch + 1, loss, o->on_step_ud) != 0) {
+        stopped = true;
+        i++;
+        break;
+      }
     }
     nn_progress_end(&bar);
     if (rc < 0 || ep_steps == 0) break;

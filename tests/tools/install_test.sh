@@ -11,8 +11,16 @@ unset MAKEFLAGS MFLAGS MAKELEVEL  # run from make test: a make of its own
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 say() { echo "install_test: $*" >&2; }
-make -s install PREFIX="$tmp/prefix" PYTHON= >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; say "make install failed"; exit 1; }
+# With the Python package when /usr/bin/python3 has numpy (else PYTHON=).
+py=; /usr/bin/python3 -c 'import numpy' 2>/dev/null && py=/usr/bin/python3
+make -s install PREFIX="$tmp/prefix" PYTHON=$py >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; say "make install failed"; exit 1; }
 P="$tmp/prefix"
+if [ -n "$py" ]; then
+  site=$(echo "$P"/lib/python3.*/dist-packages)
+  out=$(cd "$tmp" && env -u KILN_LIBRARY PYTHONPATH="$site" $py -c '
+import kiln; print(kiln._lib.path, (kiln.ones(2) + 1).tolist())')
+  [ "$out" = "$P/lib/libkiln.so.0 [2.0, 2.0]" ] || { say "installed python package: '$out'"; exit 1; }
+fi
 for f in include/kiln.h lib/libkiln.a lib/libkiln.so lib/libkiln.so.0 lib/pkgconfig/kiln.pc \
          bin/kiln share/man/man1/kiln.1; do
   [ -e "$P/$f" ] || { say "missing $f"; exit 1; }
@@ -50,7 +58,7 @@ grep -q '^prefix=/opt/kiln$' "$tmp/stage/opt/kiln/lib/pkgconfig/kiln.pc" || { sa
 make -s uninstall PREFIX=/opt/kiln DESTDIR="$tmp/stage" PYTHON= >/dev/null 2>&1
 left=$(find "$tmp/stage" -type f -o -type l)
 [ -z "$left" ] || { say "uninstall left: $left"; exit 1; }
-make -s uninstall PREFIX="$P" PYTHON= >/dev/null 2>&1
+make -s uninstall PREFIX="$P" PYTHON=$py >/dev/null 2>&1
 left=$(find "$P" -type f -o -type l)
 [ -z "$left" ] || { say "uninstall left: $left"; exit 1; }
 echo "install_test: ok"
