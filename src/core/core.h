@@ -76,6 +76,12 @@ int core_error(int status, const char *fmt, ...)
 int core_verror(int status, const char *fmt, va_list ap);
 /* Appends to the current message (for context such as "in node %3"). */
 void core_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Note [Log variables]: KILN_JIT_LOG (graphs after passes and pipelines,
+ * Note [Pass logging]) and KILN_LOG (events: "recompiles") each hold a
+ * comma-separated list of names, spaces around a name ignored; "all" names
+ * everything. Does environment variable var name `name` (whole names
+ * only)? Read at every call, so a program (or a test) may set it late. */
+bool core_log_enabled(const char *var, const char *name);
 
 /* ---- storage and tensors --------------------------------------------- */
 typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_device;

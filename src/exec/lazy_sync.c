@@ -16,6 +16,7 @@
 #include "fusion.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
 
 typedef struct sig_input {
   op_meta meta;
@@ -130,8 +131,8 @@ static char *last_graph; /* text of the last compiled graph (debugging) */
 
 /* Note [Lazy compile]: a pending graph becomes an IR graph whose inputs are
  * its device data (Scalars too: they are inputs, so a new learning rate
- * reuses the compiled graph), then goes through the JIT's passes (constant
- * folding, peepholes, CSE, DCE, fusion) and the interpreter's compiler. */
+ * reuses the compiled graph), then goes through the lazy pipeline
+ * (pass_pipeline_lazy in passes/pipeline.c) and the compiler. */
 static int compile(const sync_graph *g, exec_code **out) {
   lazy_value *ins = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof *ins);
   pass_lazy_graph lg = {0};
@@ -146,18 +147,12 @@ static int compile(const sync_graph *g, exec_code **out) {
                     lg.n_extra);
     goto done;
   }
-  if ((rc = pass_cleanup(lg.g)) < 0 || (rc = pass_gemm_epilogue(lg.g)) < 0 ||
-      (rc = pass_add_epilogue(lg.g, true)) < 0 ||
-      (rc = pass_fuse(lg.g)) < 0 ||
-      (rc = pass_run(lg.g, "dce")) < 0)
-    goto done;
+  if ((rc = pass_pipeline_run(lg.g, &pass_pipeline_lazy, NULL)) < 0) goto done;
   {
     char *t = ir_graph_print(lg.g, IR_PRINT_NO_SOURCE);
     if (t) {
       core_free(last_graph);
       last_graph = t;
-      if (getenv("KILN_JIT_LOG") && strstr(getenv("KILN_JIT_LOG"), "lazy"))
-        fprintf(stderr, "[kiln-jit] lazy graph:\n%s", t);
     }
   }
   *out = exec_compile(lg.g, &exec_fusion_compile_opts);

@@ -246,7 +246,5 @@ static int cse_graph(ir_graph *g) {
 }
 
 int pass_cse(ir_graph *g) {
-  int rc = cse_graph(g);
-  pass_log(g, "cse");
-  return rc;
+  return cse_graph(g);
 }
