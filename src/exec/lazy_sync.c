@@ -42,13 +42,6 @@ static uint64_t use_clock;
 static cache_entry history[HISTORY];
 static int n_history;
 
-static inline uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static int64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -108,19 +101,19 @@ static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
   for (int i = 0; i < g->n_order; i++) {
     lazy_node *x = g->order[i];
     if (x->op == LAZY_DATA) g->inputs[g->n_inputs++] = x;
-    h = mix(h, x->hash);
-    s = mix(s, x->shape_free_hash);
+    h = core_hash_mix(h, x->hash);
+    s = core_hash_mix(s, x->shape_free_hash);
     for (int k = 0; k < x->n_operands; k++) {
-      h = mix(mix(h, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
-      s = mix(mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+      h = core_hash_mix(core_hash_mix(h, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+      s = core_hash_mix(core_hash_mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
     }
   }
   g->nodes = s;
   for (int i = 0; i < n; i++) {
-    h = mix(mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
-    s = mix(mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+    h = core_hash_mix(core_hash_mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+    s = core_hash_mix(core_hash_mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
   }
-  g->hash = mix(h, (uint64_t)n);
+  g->hash = core_hash_mix(h, (uint64_t)n);
   g->structure = s;
   return 0;
 }
