@@ -245,4 +245,17 @@ const ir_type *pass_const_type(ir_graph *g, const pass_const *c);
  * an error (the node then stays and fails at run time), < 0 on OOM. */
 int pass_const_eval(ir_graph *g, int prim, const pass_const *in, int n_in, pass_const *out);
 
+/* Note [Collapsing]: replaces nodes v[0..n) of one block (in block order,
+ * n >= 1) by one node of kind prim (FusionGroup, DifferentiableGraph)
+ * placed after v[n-1], whose "Subgraph" holds copies of them. A value they
+ * read from outside becomes a Subgraph parameter and a node input (a
+ * constant is copied in instead); an output used outside becomes a
+ * Subgraph return and a node output that takes over its uses. Returns 1,
+ * or < 0 on OOM (the graph may then be half changed; callers discard it).
+ *   before: %a = aten::mul(%x, %y); %b = aten::relu(%a); return (%b)
+ *   after:  %b = prim::FusionGroup_0(%x, %y); return (%b)
+ *           with prim::FusionGroup_0 = graph(%x, %y):
+ *             %a = aten::mul(%x, %y); %b = aten::relu(%a); return (%b)     */
+int pass_collapse(ir_graph *g, ir_node *const *v, int n, int prim);
+
 #endif
