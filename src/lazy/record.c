@@ -277,9 +277,8 @@ static bool is_scalar_operand(int op, int k, const op_val *v) {
 
 static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **outs,
                        int max_outs) {
-  const op_info *info = &op_table[op];
-  op_meta small[4], *metas = small;
-  int cap = 4, n, rc = 0, n_operands = 0;
+  op_out_metas om;
+  int n, rc = 0, n_operands = 0;
   lazy_node *node = NULL;
   if (op == KILN_OP_DETACH) {
     /* no computation: a new tensor on the same value */
@@ -291,19 +290,10 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
     lazy_node_release(v.node);
     return outs[0] ? 1 : KILN_ERR_NOMEM;
   }
-  if (info->flags & OPF_LIST_OUT) {
-    cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
-    metas = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *metas);
-    if (!metas) return KILN_ERR_NOMEM;
-  }
-  n = info->infer(args, n_args, metas, cap);
+  n = op_infer_outs(op, args, n_args, max_outs, &om);
+  op_meta *metas = om.v;
   if (n < 0) {
     rc = n;
-    goto done;
-  }
-  if (n > max_outs) {
-    rc = core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name, n,
-                    max_outs);
     goto done;
   }
   for (int k = 0; k < n_args; k++) {
@@ -395,7 +385,7 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
   rc = n;
 done:
   lazy_node_release(node);
-  if (metas != small) core_free(metas);
+  op_out_metas_free(&om);
   return rc;
 }
 
