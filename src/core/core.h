@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kiln.h"
 
@@ -76,6 +77,12 @@ int core_error(int status, const char *fmt, ...)
 int core_verror(int status, const char *fmt, va_list ap);
 /* Appends to the current message (for context such as "in node %3"). */
 void core_error_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Note [Log variables]: KILN_JIT_LOG (graphs after passes and pipelines,
+ * Note [Pass logging]) and KILN_LOG (events: "recompiles") each hold a
+ * comma-separated list of names, spaces around a name ignored; "all" names
+ * everything. Does environment variable var name `name` (whole names
+ * only)? Read at every call, so a program (or a test) may set it late. */
+bool core_log_enabled(const char *var, const char *name);
 
 /* ---- storage and tensors --------------------------------------------- */
 typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_device;
@@ -254,6 +261,36 @@ static inline int64_t core_range_length(int64_t lo, int64_t hi, int64_t step) {
   }
   uint64_t n = (diff - 1) / s + 1;
   return n > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)n;
+}
+
+/* ---- hashing ---------------------------------------------------------- */
+/* Note [Hash mixing]: the one mixer of kiln's structural hashes (lazy
+ * nodes and pending graphs, fusion kernel keys, CSE buckets): boost's
+ * hash_combine step, then splitmix64's finalizer, so every bit of v
+ * reaches every bit of the result. Each user says what it compares
+ * besides the hash. */
+static inline uint64_t core_hash_mix(uint64_t h, uint64_t v) {
+  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+/* n bytes at p, one at a time. */
+static inline uint64_t core_hash_bytes(uint64_t h, const void *p, size_t n) {
+  const unsigned char *s = p;
+  for (size_t i = 0; i < n; i++) h = core_hash_mix(h, s[i]);
+  return h;
+}
+/* A NUL-terminated string, ended by a marker (so "a","b" differs from "ab"). */
+static inline uint64_t core_hash_str(uint64_t h, const char *s) {
+  for (; *s; s++) h = core_hash_mix(h, (unsigned char)*s);
+  return core_hash_mix(h, 0xff);
+}
+/* A double's bits. */
+static inline uint64_t core_hash_double(uint64_t h, double d) {
+  uint64_t bits;
+  memcpy(&bits, &d, sizeof bits);
+  return core_hash_mix(h, bits);
 }
 
 /* ---- dtypes ----------------------------------------------------------- */

@@ -1,5 +1,7 @@
-/* src/core/error.c: the thread-local error message behind kiln_last_error. */
+/* src/core/error.c: the thread-local error message behind kiln_last_error,
+ * and the log variables (Note [Log variables] in core.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
@@ -39,4 +41,21 @@ kiln_status kiln_last_status(void) { return err_buf[0] ? (kiln_status)err_status
 void kiln_clear_error(void) {
   err_buf[0] = 0;
   err_status = KILN_OK;
+}
+
+bool core_log_enabled(const char *var, const char *name) {
+  const char *env = getenv(var);
+  if (!env || !*env || !name) return false;
+  size_t len = strlen(name);
+  for (const char *p = env; *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    const char *start = p;
+    while (*p && *p != ',') p++;
+    const char *end = p;
+    while (end > start && end[-1] == ' ') end--;
+    size_t n = (size_t)(end - start);
+    if ((n == len && strncmp(start, name, n) == 0) || (n == 3 && strncmp(start, "all", 3) == 0))
+      return true;
+  }
+  return false;
 }

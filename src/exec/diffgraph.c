@@ -13,6 +13,7 @@
 #include "executor.h"
 #include "fusion.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
 
 #define DIFF_PLANS 8
 
@@ -52,12 +53,10 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
   memcpy(p->key, metas, (size_t)d->n_in * sizeof *metas);
   if (pass_differentiate(d->sub, metas, d->assumed, &p->gr) < 0) goto fail;
   /* the traced graphs' types are exact for this plan's shapes (plans are
-   * keyed by them), so the whole cleanup applies */
-  if (pass_cleanup(p->gr.f) < 0 || pass_cleanup(p->gr.df) < 0) goto fail;
-  if (d->fuse && (pass_gemm_epilogue(p->gr.f) < 0 || pass_add_epilogue(p->gr.f, false) < 0 ||
-                 pass_add_epilogue(p->gr.df, false) < 0 || pass_fuse(p->gr.f) < 0 ||
-                 pass_fuse(p->gr.df) < 0 ||
-                 pass_run(p->gr.f, "dce") < 0 || pass_run(p->gr.df, "dce") < 0))
+   * keyed by them): passes/pipeline.c */
+  pass_opts o = {.fusion = d->fuse, .min_subgraph_size = 2};
+  if (pass_pipeline_run(p->gr.f, &pass_pipeline_diff_forward, &o) < 0 ||
+      pass_pipeline_run(p->gr.df, &pass_pipeline_diff_backward, &o) < 0)
     goto fail;
   p->fwd = exec_compile(p->gr.f, &exec_fusion_compile_opts);
   p->bwd = p->fwd ? exec_compile(p->gr.df, &exec_fusion_compile_opts) : NULL;

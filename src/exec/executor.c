@@ -18,15 +18,7 @@
 #include "executor.h"
 #include "fusion.h"
 
-#include "passes/passes.h"
-
-static void jit_log(const char *pass, const ir_graph *g) {
-  const char *env = getenv("KILN_JIT_LOG");
-  if (!env || (!strstr(env, pass) && !strstr(env, "all"))) return;
-  char *t = ir_graph_print(g, IR_PRINT_NO_SOURCE);
-  fprintf(stderr, "[kiln-jit] after %s:\n%s", pass, t ? t : "(out of memory)\n");
-  core_free(t);
-}
+#include "passes/pipeline.h"
 
 void kiln_function_options_default(kiln_function_options *o) {
   o->profiling_runs = 1;
@@ -279,30 +271,10 @@ static int optimize(exec_function *f) {
   if ((rc = write_profiles(f)) < 0) return rc;
   ir_graph *g = ir_graph_clone(f->profiled);
   if (!g) return KILN_ERR_NOMEM;
-  jit_log("profiled", g);
-  if ((rc = pass_specialize_from_profiles(g)) < 0) goto fail;
-  jit_log("specialize", g);
-  if ((rc = pass_functionalize(g)) < 0) goto fail; /* Note [Functionalization] */
-  if (pass_graph_needs_gradient(g)) {
-    if ((rc = pass_create_autodiff_subgraphs(g, f->opts.min_subgraph_size)) < 0) goto fail;
-    jit_log("autodiff", g);
-    if ((rc = pass_guard_autodiff_subgraphs(g)) < 0) goto fail;
-    jit_log("guard", g);
-  }
-  /* Note [Cleanup after specialization]: only CSE and DCE here. The
-   * profiled types are observations, not guarantees (only requires_grad is
-   * guarded), so nothing may be folded from them (e.g. aten::size of a
-   * profiled shape): constant folding and peepholes ran on the unprofiled
-   * graph before profiling (exec_function_new). */
-  if ((rc = pass_run(g, "cse")) < 0 || (rc = pass_run(g, "dce")) < 0) goto fail;
-  jit_log("cleanup", g);
-  /* fuse what is left outside DifferentiableGraphs: the no-grad path and
-   * the non-differentiable regions of a training graph (their groups run
-   * unfused whenever an input requires grad) */
-  if (f->opts.fusion) {
-    if ((rc = pass_gemm_epilogue(g)) < 0 || (rc = pass_fuse(g)) < 0) goto fail;
-    jit_log("fuse", g);
-  }
+  /* specialize, DifferentiableGraphs and guards, CSE and DCE (Note
+   * [Cleanup after specialization]), fusion: pass_pipeline_optimize */
+  pass_opts po = {.fusion = f->opts.fusion, .min_subgraph_size = f->opts.min_subgraph_size};
+  if ((rc = pass_pipeline_run(g, &pass_pipeline_optimize, &po)) < 0) goto fail;
   if ((rc = ir_graph_verify(g)) < 0) {
     core_error_prefix("profiling executor: the optimized graph is invalid: ");
     goto fail;
@@ -396,7 +368,8 @@ int exec_function_run(exec_function *f, const exec_value *inputs, exec_value *ou
       /* no profiling, no specialization: the graph as it is, cleaned */
       ir_graph *g = ir_graph_clone(f->graph); /* cleaned when made */
       if (!g) return KILN_ERR_NOMEM;
-      if (f->opts.fusion && (pass_gemm_epilogue(g) < 0 || pass_fuse(g) < 0)) {
+      pass_opts po = {.fusion = f->opts.fusion, .min_subgraph_size = f->opts.min_subgraph_size};
+      if (pass_pipeline_run(g, &pass_pipeline_unprofiled, &po) < 0) {
         ir_graph_free(g);
         return -1;
       }

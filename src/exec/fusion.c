@@ -98,13 +98,6 @@ void exec_fused_group_free(void *p) {
   core_free(f);
 }
 
-static inline uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Note [Kernel cache]: kernels are cached process-wide by the program's
  * structure and the inputs' dtypes, so the same chain met again (another
  * batch size re-traced inside a DifferentiableGraph, another function)
@@ -187,19 +180,19 @@ fused_group *exec_fused_group_new(const ir_graph *sub) {
     }
     step_of[n->outputs[0]->id] = f->n_steps++;
   }
-  uint64_t h = mix(0xf05e, (uint64_t)f->n_in);
+  uint64_t h = core_hash_mix(0xf05e, (uint64_t)f->n_in);
   for (int st = 0; st < f->n_steps; st++) {
-    h = mix(h, (uint64_t)f->steps[st].op);
+    h = core_hash_mix(h, (uint64_t)f->steps[st].op);
     for (int a = 0; a < f->steps[st].n_args; a++) {
       const fsrc *src = &f->steps[st].args[a];
-      h = mix(mix(h, src->kind), (uint64_t)src->index);
+      h = core_hash_mix(core_hash_mix(h, src->kind), (uint64_t)src->index);
       if (src->kind == SRC_CONST) {
         double d = op_val_num(&src->k);
         uint64_t bits;
         memcpy(&bits, &d, sizeof bits);
-        h = mix(mix(h, src->k.tag), bits);
+        h = core_hash_mix(core_hash_mix(h, src->k.tag), bits);
         if (src->k.tag == OP_VAL_STR)
-          for (const char *c = src->k.s; *c; c++) h = mix(h, (unsigned char)*c);
+          for (const char *c = src->k.s; *c; c++) h = core_hash_mix(h, (unsigned char)*c);
       }
     }
   }
@@ -212,7 +205,7 @@ fused_group *exec_fused_group_new(const ir_graph *sub) {
   core_free(input_of);
   core_free(const_of_val);
   if (rc < 0) goto fail;
-  for (int o = 0; o < f->n_out; o++) h = mix(h, (uint64_t)f->out_step[o]);
+  for (int o = 0; o < f->n_out; o++) h = core_hash_mix(h, (uint64_t)f->out_step[o]);
   f->hash = h;
   return f;
 fail:
@@ -308,7 +301,7 @@ static fkernel *kernel_for(fused_group *f, const exec_value *in) {
   for (int i = 0; i < f->n_in; i++)
     if (input_sig(&in[i], &sig[i], &tier[i]) < 0) return NULL;
   uint64_t key = f->hash;
-  for (int i = 0; i < f->n_in; i++) key = mix(mix(key, (uint64_t)(sig[i] + 1)), (uint64_t)tier[i]);
+  for (int i = 0; i < f->n_in; i++) key = core_hash_mix(core_hash_mix(key, (uint64_t)(sig[i] + 1)), (uint64_t)tier[i]);
   for (int k = 0; k < KCACHE; k++)
     if (kcache[k].k && kcache[k].hash == key && !memcmp(kcache[k].k->sig, sig, (size_t)f->n_in) &&
         !memcmp(kcache[k].k->tier, tier, (size_t)f->n_in))

@@ -16,6 +16,7 @@
 #include "fusion.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
 
 typedef struct sig_input {
   op_meta meta;
@@ -40,13 +41,6 @@ static uint64_t use_clock;
 #define HISTORY 64
 static cache_entry history[HISTORY];
 static int n_history;
-
-static inline uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -107,19 +101,19 @@ static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
   for (int i = 0; i < g->n_order; i++) {
     lazy_node *x = g->order[i];
     if (x->op == LAZY_DATA) g->inputs[g->n_inputs++] = x;
-    h = mix(h, x->hash);
-    s = mix(s, x->shape_free_hash);
+    h = core_hash_mix(h, x->hash);
+    s = core_hash_mix(s, x->shape_free_hash);
     for (int k = 0; k < x->n_operands; k++) {
-      h = mix(mix(h, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
-      s = mix(mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+      h = core_hash_mix(core_hash_mix(h, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
+      s = core_hash_mix(core_hash_mix(s, (uint64_t)x->operands[k].node->post_id), (uint64_t)x->operands[k].index);
     }
   }
   g->nodes = s;
   for (int i = 0; i < n; i++) {
-    h = mix(mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
-    s = mix(mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+    h = core_hash_mix(core_hash_mix(h, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
+    s = core_hash_mix(core_hash_mix(s, (uint64_t)g->roots[i].node->post_id), (uint64_t)g->roots[i].index);
   }
-  g->hash = mix(h, (uint64_t)n);
+  g->hash = core_hash_mix(h, (uint64_t)n);
   g->structure = s;
   return 0;
 }
@@ -130,8 +124,8 @@ static char *last_graph; /* text of the last compiled graph (debugging) */
 
 /* Note [Lazy compile]: a pending graph becomes an IR graph whose inputs are
  * its device data (Scalars too: they are inputs, so a new learning rate
- * reuses the compiled graph), then goes through the JIT's passes (constant
- * folding, peepholes, CSE, DCE, fusion) and the interpreter's compiler. */
+ * reuses the compiled graph), then goes through the lazy pipeline
+ * (pass_pipeline_lazy in passes/pipeline.c) and the compiler. */
 static int compile(const sync_graph *g, exec_code **out) {
   lazy_value *ins = core_alloc((size_t)(g->n_inputs ? g->n_inputs : 1) * sizeof *ins);
   pass_lazy_graph lg = {0};
@@ -146,18 +140,12 @@ static int compile(const sync_graph *g, exec_code **out) {
                     lg.n_extra);
     goto done;
   }
-  if ((rc = pass_cleanup(lg.g)) < 0 || (rc = pass_gemm_epilogue(lg.g)) < 0 ||
-      (rc = pass_add_epilogue(lg.g, true)) < 0 ||
-      (rc = pass_fuse(lg.g)) < 0 ||
-      (rc = pass_run(lg.g, "dce")) < 0)
-    goto done;
+  if ((rc = pass_pipeline_run(lg.g, &pass_pipeline_lazy, NULL)) < 0) goto done;
   {
     char *t = ir_graph_print(lg.g, IR_PRINT_NO_SOURCE);
     if (t) {
       core_free(last_graph);
       last_graph = t;
-      if (getenv("KILN_JIT_LOG") && strstr(getenv("KILN_JIT_LOG"), "lazy"))
-        fprintf(stderr, "[kiln-jit] lazy graph:\n%s", t);
     }
   }
   *out = exec_compile(lg.g, &exec_fusion_compile_opts);

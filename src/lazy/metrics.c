@@ -35,7 +35,7 @@ void lazy_note_recompile(const char *reason) {
   }
   reasons[n_reasons] = core_strdup(reason);
   if (reasons[n_reasons]) n_reasons++;
-  if (getenv("KILN_LOG") && strstr(getenv("KILN_LOG"), "recompiles"))
+  if (core_log_enabled("KILN_LOG", "recompiles"))
     fprintf(stderr, "kiln: recompile: %s\n", reason);
 }
 

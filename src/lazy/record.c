@@ -14,24 +14,6 @@
 static lazy_state *live_head, *live_tail;
 static uint64_t next_id = 1;
 
-static inline uint64_t mix(uint64_t h, uint64_t v) {
-  uint64_t z = h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-static uint64_t hash_str(uint64_t h, const char *s) {
-  for (; *s; s++) h = mix(h, (unsigned char)*s);
-  return mix(h, 0xff);
-}
-
-static uint64_t hash_double(uint64_t h, double d) {
-  uint64_t bits;
-  memcpy(&bits, &d, sizeof bits);
-  return mix(h, bits);
-}
-
 /* ---- nodes ------------------------------------------------------------------ */
 
 void lazy_node_retain(lazy_node *n) {
@@ -100,11 +82,11 @@ static lazy_node *node_alloc(int n_args, int n_operands, int n_outs) {
 }
 
 static uint64_t data_hash(const kiln_tensor *t, uint8_t scalar_tag, bool with_shape) {
-  uint64_t h = mix(0x1a2b3c4d5e6f7788ull, (uint64_t)t->dtype);
-  h = mix(h, scalar_tag);
+  uint64_t h = core_hash_mix(0x1a2b3c4d5e6f7788ull, (uint64_t)t->dtype);
+  h = core_hash_mix(h, scalar_tag);
   if (with_shape) {
-    h = mix(h, (uint64_t)t->ndim);
-    for (int i = 0; i < t->ndim; i++) h = mix(h, (uint64_t)t->shape[i]);
+    h = core_hash_mix(h, (uint64_t)t->ndim);
+    for (int i = 0; i < t->ndim; i++) h = core_hash_mix(h, (uint64_t)t->shape[i]);
   }
   return h;
 }
@@ -125,11 +107,11 @@ lazy_node *lazy_symbolic_node(const op_meta *m) {
   if (!n) return NULL;
   n->op = LAZY_DATA;
   n->metas[0] = *m;
-  uint64_t h = mix(0x1a2b3c4d5e6f7788ull, (uint64_t)m->dtype);
-  h = mix(h, 0);
+  uint64_t h = core_hash_mix(0x1a2b3c4d5e6f7788ull, (uint64_t)m->dtype);
+  h = core_hash_mix(h, 0);
   n->shape_free_hash = h;
-  h = mix(h, (uint64_t)m->ndim);
-  for (int i = 0; i < m->ndim; i++) h = mix(h, (uint64_t)m->shape[i]);
+  h = core_hash_mix(h, (uint64_t)m->ndim);
+  for (int i = 0; i < m->ndim; i++) h = core_hash_mix(h, (uint64_t)m->shape[i]);
   n->hash = h;
   return n;
 }
@@ -295,9 +277,8 @@ static bool is_scalar_operand(int op, int k, const op_val *v) {
 
 static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **outs,
                        int max_outs) {
-  const op_info *info = &op_table[op];
-  op_meta small[4], *metas = small;
-  int cap = 4, n, rc = 0, n_operands = 0;
+  op_out_metas om;
+  int n, rc = 0, n_operands = 0;
   lazy_node *node = NULL;
   if (op == KILN_OP_DETACH) {
     /* no computation: a new tensor on the same value */
@@ -309,19 +290,10 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
     lazy_node_release(v.node);
     return outs[0] ? 1 : KILN_ERR_NOMEM;
   }
-  if (info->flags & OPF_LIST_OUT) {
-    cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
-    metas = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *metas);
-    if (!metas) return KILN_ERR_NOMEM;
-  }
-  n = info->infer(args, n_args, metas, cap);
+  n = op_infer_outs(op, args, n_args, max_outs, &om);
+  op_meta *metas = om.v;
   if (n < 0) {
     rc = n;
-    goto done;
-  }
-  if (n > max_outs) {
-    rc = core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name, n,
-                    max_outs);
     goto done;
   }
   for (int k = 0; k < n_args; k++) {
@@ -336,13 +308,13 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
   }
   node->op = op;
   memcpy(node->metas, metas, (size_t)n * sizeof *metas);
-  uint64_t h = mix(0x5eed, (uint64_t)op), hs = h;
+  uint64_t h = core_hash_mix(0x5eed, (uint64_t)op), hs = h;
   int oi = 0;
   for (int k = 0; k < n_args; k++) {
     const op_val *a = &args[k];
     node->arg_operand[k] = oi;
-    h = mix(h, a->tag);
-    hs = mix(hs, a->tag);
+    h = core_hash_mix(h, a->tag);
+    hs = core_hash_mix(hs, a->tag);
     if (a->tag == OP_VAL_TENSOR || a->tag == OP_VAL_TENSORS) {
       int cnt = a->tag == OP_VAL_TENSOR ? 1 : a->ts.n;
       node->arg_kind[k] = a->tag == OP_VAL_TENSOR ? LAZY_ARG_TENSOR : LAZY_ARG_TENSORS;
@@ -351,8 +323,8 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
       for (int j = 0; j < cnt; j++, oi++) {
         kiln_tensor *t = a->tag == OP_VAL_TENSOR ? a->t : a->ts.v[j];
         if ((rc = lazy_value_of(t, &node->operands[oi])) < 0) goto done;
-        h = mix(mix(h, node->operands[oi].node->hash), (uint64_t)node->operands[oi].index);
-        hs = mix(mix(hs, node->operands[oi].node->shape_free_hash),
+        h = core_hash_mix(core_hash_mix(h, node->operands[oi].node->hash), (uint64_t)node->operands[oi].index);
+        hs = core_hash_mix(core_hash_mix(hs, node->operands[oi].node->shape_free_hash),
                  (uint64_t)node->operands[oi].index);
       }
     } else if (is_scalar_operand(op, k, a)) {
@@ -363,16 +335,16 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
         rc = KILN_ERR_NOMEM;
         goto done;
       }
-      h = mix(h, node->operands[oi].node->hash);
-      hs = mix(hs, node->operands[oi].node->hash);
+      h = core_hash_mix(h, node->operands[oi].node->hash);
+      hs = core_hash_mix(hs, node->operands[oi].node->hash);
       oi++;
     } else {
       node->arg_kind[k] = LAZY_ARG_CONST;
       node->args[k] = *a;
       switch (a->tag) {
-      case OP_VAL_INT: h = mix(h, (uint64_t)a->i); break;
-      case OP_VAL_FLOAT: h = hash_double(h, a->f); break;
-      case OP_VAL_BOOL: h = mix(h, a->b); break;
+      case OP_VAL_INT: h = core_hash_mix(h, (uint64_t)a->i); break;
+      case OP_VAL_FLOAT: h = core_hash_double(h, a->f); break;
+      case OP_VAL_BOOL: h = core_hash_mix(h, a->b); break;
       case OP_VAL_INTS: {
         int64_t *v = core_alloc((size_t)(a->ints.n ? a->ints.n : 1) * sizeof *v);
         if (!v) {
@@ -382,8 +354,8 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
         }
         memcpy(v, a->ints.v, (size_t)a->ints.n * sizeof *v);
         node->args[k].ints.v = v;
-        h = mix(h, (uint64_t)a->ints.n);
-        for (int j = 0; j < a->ints.n; j++) h = mix(h, (uint64_t)a->ints.v[j]);
+        h = core_hash_mix(h, (uint64_t)a->ints.n);
+        for (int j = 0; j < a->ints.n; j++) h = core_hash_mix(h, (uint64_t)a->ints.v[j]);
         break;
       }
       case OP_VAL_STR:
@@ -393,7 +365,7 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
           rc = KILN_ERR_NOMEM;
           goto done;
         }
-        h = hash_str(h, a->s);
+        h = core_hash_str(h, a->s);
         break;
       default: break;
       }
@@ -413,7 +385,7 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
   rc = n;
 done:
   lazy_node_release(node);
-  if (metas != small) core_free(metas);
+  op_out_metas_free(&om);
   return rc;
 }
 

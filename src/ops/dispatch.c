@@ -83,10 +83,33 @@ static bool any_requires_grad(const op_val *args, int n_args) {
   return false;
 }
 
+int op_infer_outs(int op, const op_val *args, int n_args, int max_outs, op_out_metas *m) {
+  const op_info *info = &op_table[op];
+  int cap = 4;
+  m->v = m->small;
+  if (info->flags & OPF_LIST_OUT) {
+    cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
+    op_meta *v = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *v);
+    if (!v) return KILN_ERR_NOMEM;
+    m->v = v;
+  }
+  int n = info->infer(args, n_args, m->v, cap);
+  if (n > max_outs)
+    return core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name, n,
+                      max_outs);
+  return n;
+}
+
+void op_out_metas_free(op_out_metas *m) {
+  if (m->v != m->small) core_free(m->v);
+  m->v = m->small;
+}
+
 int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
   const op_info *info;
-  op_meta small[4], *metas = small;
-  int n = -1, cap = 4, rc;
+  op_out_metas om = {.v = NULL};
+  op_meta *metas;
+  int n = -1, rc;
   if (op < 0 || op >= OP_INDEX_COUNT || !op_table[op].name)
     return core_error(KILN_ERR_INVALID, "op_call: no op %d", op);
   info = &op_table[op];
@@ -113,18 +136,9 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
     rc = 0;
     goto record;
   }
-  if (info->flags & OPF_LIST_OUT) {
-    cap = max_outs < OP_MAX_OUTS ? max_outs : OP_MAX_OUTS;
-    metas = core_alloc((size_t)(cap > 0 ? cap : 1) * sizeof *metas);
-    if (!metas) return KILN_ERR_NOMEM;
-  }
-  n = info->infer(args, n_args, metas, cap);
+  n = op_infer_outs(op, args, n_args, max_outs, &om);
+  metas = om.v;
   if (n < 0) goto done;
-  if (n > max_outs) {
-    n = core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name,
-                   n, max_outs);
-    goto done;
-  }
   memset(outs, 0, (size_t)n * sizeof *outs);
   if (!(info->flags & (OPF_VIEW | OPF_ALLOCS))) {
     for (int i = 0; i < n; i++) {
@@ -158,7 +172,7 @@ fail:
   }
   n = rc;
 done:
-  if (metas != small) core_free(metas);
+  if (om.v) op_out_metas_free(&om);
   return n;
 }
 

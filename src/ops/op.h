@@ -254,6 +254,19 @@ int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out);
 /* op_call for single-output ops: the output or NULL. */
 kiln_tensor *op_call1(int op, const op_val *args, int n_args);
 
+/* The outputs' metas of one call: the prologue eager dispatch (op_call)
+ * and lazy recording share. v points at small, or at an array for a
+ * LIST_OUT op; do not copy the struct. */
+typedef struct op_out_metas {
+  op_meta *v;
+  op_meta small[4];
+} op_out_metas;
+/* Infers the outputs of op (which has an infer function) on args into m
+ * and checks they fit max_outs. Returns their count, or < 0 with the error
+ * set. Either way call op_out_metas_free(m) when done with m->v. */
+int op_infer_outs(int op, const op_val *args, int n_args, int max_outs, op_out_metas *m);
+void op_out_metas_free(op_out_metas *m);
+
 /* Hooks installed by higher layers (ops cannot include their headers). */
 /* autograd: record a backward node for outs; returns < 0 on error. */
 extern int (*op_autograd_hook)(int op, const op_val *args, int n_args,

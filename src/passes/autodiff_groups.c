@@ -109,103 +109,6 @@ static bool fits(const group *g, const ir_node *n) {
   return true;
 }
 
-static bool used_outside(const group *g, const ir_value *v) {
-  for (int u = 0; u < v->n_uses; u++)
-    if (!in_group(g, v->uses[u].user)) return true;
-  return false;
-}
-
-/* Replaces the group's nodes by one DifferentiableGraph node. */
-static int collapse(ir_graph *g, group *grp) {
-  ir_graph *sub = ir_graph_new();
-  ir_value_map *map = ir_value_map_new();
-  ir_node *dg = ir_node_new_prim(g, IR_PRIM_DIFFERENTIABLE_GRAPH);
-  ir_value **ext = NULL, **outs = NULL;
-  int n_ext = 0, n_outs = 0, rc = 0;
-  if (!sub || !map || !dg) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  ext = core_alloc(sizeof *ext * 256);
-  outs = core_alloc(sizeof *outs * 256);
-  if (!ext || !outs) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  ir_block *top = ir_graph_top(sub);
-  for (int i = 0; i < grp->n && rc == 0; i++) {
-    ir_node *n = grp->v[i];
-    for (int k = 0; k < n->n_inputs; k++) {
-      ir_value *v = n->inputs[k];
-      if (ir_value_map_get(map, v)) continue;
-      if (v->node && in_group(grp, v->node)) continue;
-      if (is_constant(v)) {
-        ir_node *c = ir_node_copy_into(sub, v->node, map);
-        if (!c) {
-          rc = -1;
-          break;
-        }
-        ir_node_append(top, c);
-        continue;
-      }
-      if (n_ext == 256) {
-        rc = core_error(KILN_ERR_UNSUPPORTED, "autodiff: a group with more than 256 inputs");
-        break;
-      }
-      ir_value *p = ir_block_add_param(top, v->type, v->name);
-      if (!p || ir_value_map_set(map, v, p) < 0) {
-        rc = KILN_ERR_NOMEM;
-        break;
-      }
-      ext[n_ext++] = v;
-    }
-    if (rc < 0) break;
-    ir_node *c = ir_node_copy_into(sub, n, map);
-    if (!c) {
-      rc = -1;
-      break;
-    }
-    ir_node_append(top, c);
-    for (int k = 0; k < n->n_outputs; k++)
-      if (used_outside(grp, n->outputs[k])) {
-        if (n_outs == 256) {
-          rc = core_error(KILN_ERR_UNSUPPORTED, "autodiff: a group with more than 256 outputs");
-          break;
-        }
-        outs[n_outs++] = n->outputs[k];
-        if (ir_block_add_return(top, ir_value_map_get(map, n->outputs[k])) < 0) rc = KILN_ERR_NOMEM;
-      }
-  }
-  if (rc < 0) goto done;
-  for (int i = 0; i < n_ext; i++)
-    if (ir_node_add_input(dg, ext[i]) < 0) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-  ir_node_insert_after(dg, grp->v[grp->n - 1]);
-  for (int i = 0; i < n_outs; i++) {
-    ir_value *o = ir_node_add_output(dg, outs[i]->type);
-    if (!o || ir_value_replace_all_uses(outs[i], o) < 0) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-  }
-  if ((rc = ir_node_set_g(dg, "Subgraph", sub)) < 0) {
-    sub = NULL;
-    goto done;
-  }
-  sub = NULL;
-  for (int i = grp->n - 1; i >= 0 && rc == 0; i--) rc = ir_node_remove(grp->v[i]);
-  if (rc == 0) rc = 1;
-done:
-  ir_graph_free(sub);
-  ir_value_map_free(map);
-  core_free(ext);
-  core_free(outs);
-  if (rc == -1 && !kiln_last_error()[0]) rc = KILN_ERR_NOMEM;
-  return rc;
-}
-
 static bool any_may_require_grad(const group *grp) {
   for (int i = 0; i < grp->n; i++)
     for (int k = 0; k < grp->v[i]->n_inputs; k++) {
@@ -232,7 +135,7 @@ static int group_block(ir_graph *g, ir_block *b, int min_size) {
     } else if (n->prim != IR_PRIM_CONSTANT || !next) {
       /* a constant does not break a run; anything else ends it */
       if (grp.n_ops >= min_size && any_may_require_grad(&grp)) {
-        if ((rc = collapse(g, &grp)) < 0) goto fail;
+        if ((rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0) goto fail;
         made += rc;
       }
       grp.n = grp.n_ops = 0;
@@ -243,7 +146,7 @@ static int group_block(ir_graph *g, ir_block *b, int min_size) {
     n = next;
   }
   if (grp.n_ops >= min_size && any_may_require_grad(&grp)) {
-    if ((rc = collapse(g, &grp)) < 0) goto fail;
+    if ((rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0) goto fail;
     made += rc;
   }
   core_free(grp.v);

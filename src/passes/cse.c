@@ -30,51 +30,40 @@ typedef struct cse {
 
 /* ---- hashing and equality ----------------------------------------------------- */
 
-static uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-  return h * 0xff51afd7ed558ccdull;
-}
-
-static uint64_t hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *s = p;
-  for (size_t i = 0; i < n; i++) h = mix(h, s[i]);
-  return h;
-}
-
 static uint64_t hash_ivalue(uint64_t h, const ir_ivalue *v) {
-  h = mix(h, v->tag);
+  h = core_hash_mix(h, v->tag);
   switch (v->tag) {
-  case IR_IV_INT: return mix(h, (uint64_t)v->i);
-  case IR_IV_FLOAT: return hash_bytes(h, &v->f, sizeof v->f);
-  case IR_IV_BOOL: return mix(h, v->b);
-  case IR_IV_STR: return hash_bytes(h, v->s, strlen(v->s));
+  case IR_IV_INT: return core_hash_mix(h, (uint64_t)v->i);
+  case IR_IV_FLOAT: return core_hash_bytes(h, &v->f, sizeof v->f);
+  case IR_IV_BOOL: return core_hash_mix(h, v->b);
+  case IR_IV_STR: return core_hash_bytes(h, v->s, strlen(v->s));
   case IR_IV_LIST:
   case IR_IV_TUPLE:
     for (int i = 0; i < v->items.n; i++) h = hash_ivalue(h, &v->items.v[i]);
-    return mix(h, (uint64_t)v->items.n);
+    return core_hash_mix(h, (uint64_t)v->items.n);
   default: return h;
   }
 }
 
 static uint64_t hash_attr(uint64_t h, const ir_attr *a) {
-  h = hash_bytes(h, a->name, strlen(a->name));
-  h = mix(h, a->kind);
+  h = core_hash_bytes(h, a->name, strlen(a->name));
+  h = core_hash_mix(h, a->kind);
   switch (a->kind) {
-  case IR_ATTR_INT: return mix(h, (uint64_t)a->i);
-  case IR_ATTR_FLOAT: return hash_bytes(h, &a->f, sizeof a->f);
-  case IR_ATTR_STR: return hash_bytes(h, a->s, strlen(a->s));
-  case IR_ATTR_INTS: return hash_bytes(mix(h, (uint64_t)a->ints.n), a->ints.v, (size_t)a->ints.n * sizeof *a->ints.v);
-  case IR_ATTR_FLOATS: return hash_bytes(mix(h, (uint64_t)a->floats.n), a->floats.v, (size_t)a->floats.n * sizeof *a->floats.v);
+  case IR_ATTR_INT: return core_hash_mix(h, (uint64_t)a->i);
+  case IR_ATTR_FLOAT: return core_hash_bytes(h, &a->f, sizeof a->f);
+  case IR_ATTR_STR: return core_hash_bytes(h, a->s, strlen(a->s));
+  case IR_ATTR_INTS: return core_hash_bytes(core_hash_mix(h, (uint64_t)a->ints.n), a->ints.v, (size_t)a->ints.n * sizeof *a->ints.v);
+  case IR_ATTR_FLOATS: return core_hash_bytes(core_hash_mix(h, (uint64_t)a->floats.n), a->floats.v, (size_t)a->floats.n * sizeof *a->floats.v);
   case IR_ATTR_IVALUE: return hash_ivalue(h, a->iv);
   default: return h; /* types: compared, not hashed */
   }
 }
 
 static uint64_t hash_node(const ir_node *n) {
-  uint64_t h = mix(mix(0, (uint64_t)(int64_t)n->op), (uint64_t)(int64_t)n->prim);
-  h = mix(h, (uint64_t)n->n_inputs);
-  for (int i = 0; i < n->n_inputs; i++) h = mix(h, (uint64_t)n->inputs[i]->id);
-  h = mix(h, (uint64_t)n->n_outputs);
+  uint64_t h = core_hash_mix(core_hash_mix(0, (uint64_t)(int64_t)n->op), (uint64_t)(int64_t)n->prim);
+  h = core_hash_mix(h, (uint64_t)n->n_inputs);
+  for (int i = 0; i < n->n_inputs; i++) h = core_hash_mix(h, (uint64_t)n->inputs[i]->id);
+  h = core_hash_mix(h, (uint64_t)n->n_outputs);
   for (int i = 0; i < n->n_attrs; i++) h ^= hash_attr(0x1234, &n->attrs[i]); /* order-free */
   return h;
 }
@@ -250,7 +239,5 @@ static int cse_graph(ir_graph *g) {
 }
 
 int pass_cse(ir_graph *g) {
-  int rc = cse_graph(g);
-  pass_log(g, "cse");
-  return rc;
+  return cse_graph(g);
 }

@@ -166,7 +166,5 @@ done:
 }
 
 int pass_dce(ir_graph *g) {
-  int rc = dce_graph(g);
-  pass_log(g, "dce");
-  return rc;
+  return dce_graph(g);
 }

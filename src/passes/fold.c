@@ -258,7 +258,5 @@ static int fold_graph(ir_graph *g) {
 }
 
 int pass_constant_fold(ir_graph *g) {
-  int rc = fold_graph(g);
-  pass_log(g, "constant_fold");
-  return rc;
+  return fold_graph(g);
 }

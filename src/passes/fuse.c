@@ -73,12 +73,6 @@ static bool in_run(const run *r, const ir_node *n) {
   return false;
 }
 
-static bool used_outside(const run *r, const ir_value *v) {
-  for (int u = 0; u < v->n_uses; u++)
-    if (!in_run(r, v->uses[u].user)) return true;
-  return false;
-}
-
 /* How many distinct values from outside the run its nodes (plus n, if
  * not NULL) read: the group's inputs, constants aside. */
 static int external_inputs(const run *r, const ir_node *n) {
@@ -98,72 +92,9 @@ static int external_inputs(const run *r, const ir_node *n) {
   return k;
 }
 
-static int collapse(ir_graph *g, run *r) {
-  ir_graph *sub = ir_graph_new();
-  ir_value_map *map = ir_value_map_new();
-  ir_node *fg = ir_node_new_prim(g, IR_PRIM_FUSION_GROUP);
-  ir_value *ext[MAX_GROUP * 4], *outs[MAX_GROUP];
-  int n_ext = 0, n_outs = 0, rc = 0;
-  if (!sub || !map || !fg) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  ir_block *top = ir_graph_top(sub);
-  for (int i = 0; i < r->n && rc == 0; i++) {
-    ir_node *n = r->v[i];
-    for (int k = 0; k < n->n_inputs && rc == 0; k++) {
-      ir_value *v = n->inputs[k];
-      if (ir_value_map_get(map, v) || (v->node && in_run(r, v->node))) continue;
-      if (is_constant(v)) {
-        ir_node *c = ir_node_copy_into(sub, v->node, map);
-        if (!c) rc = KILN_ERR_NOMEM;
-        else ir_node_append(top, c);
-        continue;
-      }
-      ir_value *p = ir_block_add_param(top, v->type, v->name);
-      if (!p || ir_value_map_set(map, v, p) < 0) rc = KILN_ERR_NOMEM;
-      else ext[n_ext++] = v;
-    }
-    if (rc < 0) break;
-    ir_node *c = ir_node_copy_into(sub, n, map);
-    if (!c) {
-      rc = KILN_ERR_NOMEM;
-      break;
-    }
-    ir_node_append(top, c);
-    if (used_outside(r, n->outputs[0])) {
-      outs[n_outs++] = n->outputs[0];
-      if (ir_block_add_return(top, ir_value_map_get(map, n->outputs[0])) < 0) rc = KILN_ERR_NOMEM;
-    }
-  }
-  if (rc < 0) goto done;
-  for (int i = 0; i < n_ext; i++)
-    if (ir_node_add_input(fg, ext[i]) < 0) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-  ir_node_insert_after(fg, r->v[r->n - 1]);
-  for (int i = 0; i < n_outs; i++) {
-    ir_value *o = ir_node_add_output(fg, outs[i]->type);
-    if (!o || ir_value_replace_all_uses(outs[i], o) < 0) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-  }
-  rc = ir_node_set_g(fg, "Subgraph", sub);
-  sub = NULL;
-  if (rc < 0) goto done;
-  for (int i = r->n - 1; i >= 0 && rc == 0; i--) rc = ir_node_remove(r->v[i]);
-  if (rc == 0) rc = 1;
-done:
-  ir_graph_free(sub);
-  ir_value_map_free(map);
-  return rc;
-}
-
 static int flush(ir_graph *g, run *r) {
   int ops = r->n, rc = 0;
-  if (ops >= 2) rc = collapse(g, r);
+  if (ops >= 2) rc = pass_collapse(g, r->v, r->n, IR_PRIM_FUSION_GROUP); /* Note [Collapsing] */
   r->n = 0;
   return rc;
 }

@@ -1,6 +1,7 @@
-/* src/passes/pass.c: what the passes share: running passes by name, the
- * cleanup pipeline, logging (Note [Pass logging]), and the side-effect
- * and list-mutation queries (Note [Side effects], Note [List mutation]). */
+/* src/passes/pass.c: what the passes share: running a pass by name,
+ * logging (Note [Pass logging]), and the side-effect and list-mutation
+ * queries (Note [Side effects], Note [List mutation]). The pipelines are in
+ * pipeline.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,28 +10,16 @@
 
 /* ---- logging ---------------------------------------------------------------- */
 
-bool pass_log_enabled(const char *name) {
-  const char *env = getenv("KILN_JIT_LOG");
-  if (!env || !*env || !name) return false;
-  size_t len = strlen(name);
-  for (const char *p = env; *p;) {
-    while (*p == ',' || *p == ' ') p++;
-    const char *start = p;
-    while (*p && *p != ',') p++;
-    const char *end = p;
-    while (end > start && end[-1] == ' ') end--;
-    size_t n = (size_t)(end - start);
-    if ((n == len && strncmp(start, name, n) == 0) || (n == 3 && strncmp(start, "all", 3) == 0))
-      return true;
-  }
-  return false;
+bool pass_log_enabled(const char *name) { return core_log_enabled("KILN_JIT_LOG", name); }
+
+void pass_log_graph(const ir_graph *g, const char *when, const char *name) {
+  char *text = ir_graph_print(g, IR_PRINT_NO_SOURCE);
+  fprintf(stderr, "[kiln-jit] %s %s:\n%s", when, name, text ? text : "(out of memory)\n");
+  core_free(text);
 }
 
 void pass_log(const ir_graph *g, const char *name) {
-  if (!pass_log_enabled(name)) return;
-  char *text = ir_graph_print(g, IR_PRINT_NO_SOURCE);
-  fprintf(stderr, "[kiln-jit] after %s:\n%s", name, text ? text : "(out of memory)\n");
-  core_free(text);
+  if (pass_log_enabled(name)) pass_log_graph(g, "after", name);
 }
 
 /* ---- side effects and mutation ------------------------------------------------- */
@@ -110,27 +99,7 @@ int pass_for_each_subgraph(ir_graph *g, int (*fn)(ir_graph *)) {
   return block_subgraphs(ir_graph_top(g), fn);
 }
 
-/* ---- pipeline -------------------------------------------------------------------------- */
-
-#define CLEANUP_MAX_ROUNDS 4
-
-int pass_cleanup(ir_graph *g) {
-  static int (*const pipeline[])(ir_graph *) = {pass_constant_fold, pass_peephole, pass_cse,
-                                                pass_dce};
-  int total = 0;
-  for (int round = 0; round < CLEANUP_MAX_ROUNDS; round++) {
-    int changes = 0;
-    for (size_t i = 0; i < sizeof pipeline / sizeof *pipeline; i++) {
-      int rc = pipeline[i](g);
-      if (rc < 0) return rc;
-      changes += rc;
-    }
-    total += changes;
-    if (changes == 0) break;
-  }
-  pass_log(g, "cleanup");
-  return total;
-}
+/* ---- passes by name ----------------------------------------------------------------- */
 
 static const struct {
   const char *name;
@@ -146,7 +115,11 @@ static const struct {
 
 int pass_run(ir_graph *g, const char *name) {
   for (size_t i = 0; i < sizeof pass_table / sizeof *pass_table; i++)
-    if (name && strcmp(pass_table[i].name, name) == 0) return pass_table[i].fn(g);
+    if (name && strcmp(pass_table[i].name, name) == 0) {
+      int rc = pass_table[i].fn(g);
+      if (rc >= 0 && pass_table[i].fn != pass_cleanup) pass_log(g, name); /* cleanup logs itself */
+      return rc;
+    }
   return core_error(KILN_ERR_INVALID, "pass_run: unknown pass '%s' (known: dce, cse, "
                                       "constant_fold, peephole, cleanup, functionalize)",
                     name ? name : "(null)");

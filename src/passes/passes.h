@@ -37,11 +37,13 @@
  * list: CSE skips nodes with list-typed inputs or outputs, constant
  * folding leaves ListConstruct alone, and the list peepholes do not fire.
  *
- * Note [Pass logging]: when the environment variable KILN_JIT_LOG names a
- * pass (a comma-separated list such as "dce,cse", or "all"), the graph is
- * printed to stderr after each run of that pass, under a header line
- * "[kiln-jit] after <pass>:". Passes of other files log through
- * pass_log too, with their own names. */
+ * Note [Pass logging]: when KILN_JIT_LOG (Note [Log variables] in
+ * core.h: a comma-separated list such as "dce,cse", or "all") names a pass
+ * or a pipeline, the graph is printed to stderr after each run of that
+ * pass, under a header line "[kiln-jit] after <pass>:", and before and
+ * after each run of that pipeline ("[kiln-jit] before <pipeline>:"). The
+ * passes do not log themselves: pass_pipeline_run (pipeline.c) and
+ * pass_run do, under the step's name. */
 #ifndef KILN_PASSES_H
 #define KILN_PASSES_H
 
@@ -158,9 +160,10 @@ int pass_peephole(ir_graph *g);
  * rewrites, or < 0 on OOM. */
 int pass_functionalize(ir_graph *g);
 
-/* Runs constant_fold, peephole, cse and dce in rounds until a round
- * changes nothing (at most 4 rounds). Returns the total number of
- * changes, or < 0 on OOM.
+/* Runs the cleanup pipeline (pass_pipeline_cleanup in pipeline.c:
+ * constant_fold, peephole, cse and dce in rounds until a round changes
+ * nothing, at most 4 rounds). Returns the total number of changes, or < 0
+ * on OOM.
  *   before: %1 : int = prim::Constant[value=1]()
  *           %a : Float(2) = aten::mul(%x, %1)
  *           %b : Float(2) = aten::relu(%a)
@@ -185,10 +188,12 @@ int pass_run(ir_graph *g, const char *name);
 /* logging (Note [Pass logging])                                             */
 /* ======================================================================= */
 
-/* Does KILN_JIT_LOG ask for the graph after pass `name`? */
+/* Does KILN_JIT_LOG name pass or pipeline `name`? */
 bool pass_log_enabled(const char *name);
-/* Prints "[kiln-jit] after <name>:" and g (without source comments) to
- * stderr if pass_log_enabled(name). */
+/* Prints "[kiln-jit] <when> <name>:" and g (without source comments) to
+ * stderr. */
+void pass_log_graph(const ir_graph *g, const char *when, const char *name);
+/* pass_log_graph(g, "after", name) if pass_log_enabled(name). */
 void pass_log(const ir_graph *g, const char *name);
 
 /* ======================================================================= */
@@ -284,5 +289,18 @@ const ir_type *pass_const_type(ir_graph *g, const pass_const *c);
  * or the input tags are not folded here or the interpreter would raise
  * an error (the node then stays and fails at run time), < 0 on OOM. */
 int pass_const_eval(ir_graph *g, int prim, const pass_const *in, int n_in, pass_const *out);
+
+/* Note [Collapsing]: replaces nodes v[0..n) of one block (in block order,
+ * n >= 1) by one node of kind prim (FusionGroup, DifferentiableGraph)
+ * placed after v[n-1], whose "Subgraph" holds copies of them. A value they
+ * read from outside becomes a Subgraph parameter and a node input (a
+ * constant is copied in instead); an output used outside becomes a
+ * Subgraph return and a node output that takes over its uses. Returns 1,
+ * or < 0 on OOM (the graph may then be half changed; callers discard it).
+ *   before: %a = aten::mul(%x, %y); %b = aten::relu(%a); return (%b)
+ *   after:  %b = prim::FusionGroup_0(%x, %y); return (%b)
+ *           with prim::FusionGroup_0 = graph(%x, %y):
+ *             %a = aten::mul(%x, %y); %b = aten::relu(%a); return (%b)     */
+int pass_collapse(ir_graph *g, ir_node *const *v, int n, int prim);
 
 #endif

@@ -286,7 +286,5 @@ static int peep_graph(ir_graph *g) {
 }
 
 int pass_peephole(ir_graph *g) {
-  int rc = peep_graph(g);
-  pass_log(g, "peephole");
-  return rc;
+  return peep_graph(g);
 }

@@ -1,13 +1,14 @@
 /* tests/passes/test_cleanup.c: the cleanup pipeline (fixpoint of
  * constant folding, peepholes, CSE and DCE) on hand-written graphs and on
  * the TorchScript corpus (tests/data/ir), checked against the interpreter;
- * pass_run by name; KILN_JIT_LOG. */
+ * pass_run by name; KILN_JIT_LOG for passes and pipelines, KILN_LOG. */
 #include <dirent.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "passes/pipeline.h"
 
 TEST(pass_cleanup_header_example) {
   th_expect("cleanup example", pass_cleanup,
@@ -177,6 +178,51 @@ static char *capture_stderr(void (*fn)(void *), void *ud) {
 }
 
 static void run_cleanup(void *g) { pass_cleanup(g); }
+
+static void run_diff_forward(void *g) {
+  pass_opts o = {.fusion = true, .min_subgraph_size = 2};
+  pass_pipeline_run(g, &pass_pipeline_diff_forward, &o);
+}
+
+/* Note [Pass logging] for pipelines: one runner logs a pipeline before and
+ * after, and each step it names; nested pipelines under their own name;
+ * KILN_LOG is parsed by the same rule (Note [Log variables]). */
+TEST(pass_pipeline_logs_steps_and_pipelines) {
+  char *old = getenv("KILN_JIT_LOG") ? strdup(getenv("KILN_JIT_LOG")) : NULL;
+  ir_graph *g = th_parse("graph(%x : Float(4)):\n"
+                         "  %a : Float(4) = aten::relu(%x)\n"
+                         "  %b : Float(4) = aten::relu(%x)\n"
+                         "  %c : Float(4) = aten::sigmoid(%a)\n"
+                         "  %d : Float(4) = aten::tanh(%c)\n"
+                         "  return (%d)\n");
+  if (g) {
+    setenv("KILN_JIT_LOG", "diff_forward, fuse,cleanup", 1);
+    char *out = capture_stderr(run_diff_forward, g);
+    CHECK_STR_CONTAINS(out, "[kiln-jit] before diff_forward:\ngraph(%x : Float(4)):\n"
+                            "  %a : Float(4) = aten::relu(%x)\n  %b : Float(4)");
+    CHECK_STR_CONTAINS(out, "[kiln-jit] after cleanup:\n");
+    CHECK_STR_CONTAINS(out, "[kiln-jit] after fuse:\n");
+    CHECK_STR_CONTAINS(out, "prim::FusionGroup");
+    CHECK_STR_CONTAINS(out, "[kiln-jit] after diff_forward:\n");
+    CHECK_STR_CONTAINS(out, "[kiln-jit] before cleanup:\n");
+    CHECK(out && !strstr(out, "after dce") && !strstr(out, "after gemm_epilogue"));
+    /* the order: cleanup's end, then fuse, then the pipeline's end */
+    const char *c = out ? strstr(out, "after cleanup") : NULL, *f = c ? strstr(c, "after fuse") : NULL;
+    CHECK(f && strstr(f, "after diff_forward"));
+    free(out);
+  }
+  ir_graph_free(g);
+  setenv("KILN_LOG", " recompiles ,other", 1);
+  CHECK(core_log_enabled("KILN_LOG", "recompiles") && core_log_enabled("KILN_LOG", "other"));
+  CHECK(!core_log_enabled("KILN_LOG", "recompile") && !core_log_enabled("KILN_JIT_LOG_X", "a"));
+  unsetenv("KILN_LOG");
+  if (old) {
+    setenv("KILN_JIT_LOG", old, 1);
+    free(old);
+  } else {
+    unsetenv("KILN_JIT_LOG");
+  }
+}
 
 TEST(pass_log_env) {
   char *old = getenv("KILN_JIT_LOG") ? strdup(getenv("KILN_JIT_LOG")) : NULL;
