@@ -126,8 +126,15 @@ static int collapse(ir_graph *g, group *grp) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
-  ext = core_alloc(sizeof *ext * 256);
-  outs = core_alloc(sizeof *outs * 256);
+  /* at most one external input per node input and one output per node
+   * output: sized from the group, no fixed limit */
+  int cap_ext = 1, cap_outs = 1;
+  for (int i = 0; i < grp->n; i++) {
+    cap_ext += grp->v[i]->n_inputs;
+    cap_outs += grp->v[i]->n_outputs;
+  }
+  ext = core_alloc(sizeof *ext * (size_t)cap_ext);
+  outs = core_alloc(sizeof *outs * (size_t)cap_outs);
   if (!ext || !outs) {
     rc = KILN_ERR_NOMEM;
     goto done;
@@ -148,10 +155,6 @@ static int collapse(ir_graph *g, group *grp) {
         ir_node_append(top, c);
         continue;
       }
-      if (n_ext == 256) {
-        rc = core_error(KILN_ERR_UNSUPPORTED, "autodiff: a group with more than 256 inputs");
-        break;
-      }
       ir_value *p = ir_block_add_param(top, v->type, v->name);
       if (!p || ir_value_map_set(map, v, p) < 0) {
         rc = KILN_ERR_NOMEM;
@@ -168,10 +171,6 @@ static int collapse(ir_graph *g, group *grp) {
     ir_node_append(top, c);
     for (int k = 0; k < n->n_outputs; k++)
       if (used_outside(grp, n->outputs[k])) {
-        if (n_outs == 256) {
-          rc = core_error(KILN_ERR_UNSUPPORTED, "autodiff: a group with more than 256 outputs");
-          break;
-        }
         outs[n_outs++] = n->outputs[k];
         if (ir_block_add_return(top, ir_value_map_get(map, n->outputs[k])) < 0) rc = KILN_ERR_NOMEM;
       }

@@ -173,3 +173,42 @@ TEST(kiln_run_mutation_matches_pytorch) {
   if (system(rm) != 0) test_fail(__FILE__, __LINE__, "cannot remove %s", tmp);
   test_note("%d/%d mutating graphs reproduced (runs 1 and 5, eager and lazy)", n_ok, n_cases);
 }
+
+/* Issue #15, no fixed limits: kiln run takes a graph of 70 inputs (it
+ * silently kept the first 64). */
+TEST(kiln_run_takes_70_inputs) {
+  const char *bin = getenv("KILN_BIN");
+  if (!bin || access(bin, X_OK) != 0) {
+    test_fail(__FILE__, __LINE__, "KILN_BIN is not set");
+    return;
+  }
+  char tmp[] = "/tmp/kiln-70-XXXXXX";
+  if (!mkdtemp(tmp)) {
+    test_fail(__FILE__, __LINE__, "mkdtemp failed");
+    return;
+  }
+  char gp[600], cmd[8192], op[700];
+  snprintf(gp, sizeof gp, "%s/g.ir", tmp);
+  FILE *f = fopen(gp, "w");
+  CHECK(f != NULL);
+  if (!f) return;
+  fprintf(f, "graph(");
+  for (int i = 0; i < 70; i++) fprintf(f, "%s%%a%d : int", i ? ", " : "", i);
+  fprintf(f, "):\n  %%s0 : int = aten::add(%%a0, %%a0)\n");
+  for (int i = 1; i < 70; i++) fprintf(f, "  %%s%d : int = aten::add(%%s%d, %%a%d)\n", i, i - 1, i);
+  fprintf(f, "  return (%%s69)\n");
+  fclose(f);
+  size_t k = (size_t)snprintf(cmd, sizeof cmd, "%s run %s", bin, gp);
+  for (int i = 0; i < 70; i++) k += (size_t)snprintf(cmd + k, sizeof cmd - k, " %d", i + 1);
+  snprintf(cmd + k, sizeof cmd - k, " --out %s/o 2>/dev/null", tmp);
+  CHECK(system(cmd) == 0);
+  snprintf(op, sizeof op, "%s/o/out0.npy", tmp);
+  kiln_scope_begin();
+  kiln_tensor *o = kiln_npy_load(op);
+  /* a0 + a0 + a1 + ... + a69 = 1 + (1 + ... + 70) */
+  CHECK(o && kiln_tensor_dtype(o) == KILN_DTYPE_I64 &&
+        *(const int64_t *)kiln_tensor_data(o) == 1 + 70 * 71 / 2);
+  kiln_scope_end();
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  if (system(cmd) != 0) test_fail(__FILE__, __LINE__, "cannot remove %s", tmp);
+}
