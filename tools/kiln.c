@@ -336,8 +336,6 @@ static int cmd_run(int argc, char **argv) {
   n_rg = phases[n_phases - 1].n_rg;
   memmove(rg, phases[n_phases - 1].rg, (size_t)n_rg * sizeof *rg);
   for (int k = 0; k < n_out; k++)
-    if (out[k].kind == KILN_VALUE_TENSOR && !(out[k].t = kiln_to_cpu(out[k].t))) n_out = -1;
-  for (int k = 0; k < n_out; k++)
     if (save_value(out_dir, "out", k, &out[k]) < 0) {
       rc = fail("cannot write an output");
       goto done;

@@ -225,6 +225,7 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   int rc = 0, n_fo = 0;
   diff_plan *p = NULL;
   ag_node *node = NULL;
+  kiln_tensor **real = NULL;
   for (int i = 0; i < d->n_in; i++) {
     if (in[i].tag != EXEC_V_TENSOR)
       return core_error(KILN_ERR_INVALID, "DifferentiableGraph: input %d is a %s, not a tensor", i,
@@ -282,8 +283,14 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
     if (in[slot].t->requires_grad && (rc = ag_gradient_edge(in[slot].t, &node->next[slot])) < 0)
       goto done;
   }
-  kiln_tensor *real[64];
-  int n_real = gr->f_real_outputs < 64 ? gr->f_real_outputs : 64;
+  /* one entry per real output, however many (a 64-entry array once
+   * dropped the rest: issue #15) */
+  int n_real = gr->f_real_outputs;
+  real = core_calloc((size_t)(n_real ? n_real : 1), sizeof *real);
+  if (!real) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
   for (int i = 0; i < n_real; i++) {
     if (fo[i].tag != EXEC_V_TENSOR) {
       rc = core_error(KILN_ERR_STATE, "DifferentiableGraph: output %d is not a tensor", i);
@@ -313,6 +320,7 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   if ((rc = ag_set_history(real, n_real, node)) < 0) goto done;
   for (int i = 0; i < n_real; i++) out[i] = exec_value_copy(&fo[i]);
 done:
+  core_free(real);
   ag_node_release(node);
   for (int i = 0; i < n_fo; i++) exec_value_clear(&fo[i]);
   if (fo != fo_small) core_free(fo);

@@ -95,10 +95,19 @@ static bool block_has_writers(const ir_block *b) {
 
 static bool graph_has_writers(const ir_graph *g) { return block_has_writers(ir_graph_top(g)); }
 
+/* Is v a constant false? */
+static bool constant_false(const ir_value *v) {
+  pass_const c;
+  return pass_const_of(v, &c) && ((c.tag == PASS_C_BOOL && !c.b) || (c.tag == PASS_C_INT && !c.i));
+}
+
 bool pass_alias_input_written(const ir_node *n, int i) {
   if (i < 0 || i >= n->n_inputs || !may_hold_tensor(n->inputs[i]->type)) return false;
   if (n->op >= 0) {
-    return op_writes_arg(n->op, i);
+    if (!op_writes_arg(n->op, i)) return false;
+    /* batch_norm in eval mode only reads its running statistics */
+    if (n->op == KILN_OP_BATCH_NORM && n->n_inputs > 5 && constant_false(n->inputs[5])) return false;
+    return true;
   }
   if (n->prim == IR_PRIM_CALL_FUNCTION) return true;
   for (int k = 0; k < n->n_attrs; k++)

@@ -180,6 +180,7 @@ int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg
   kiln_tensor **rg_ins = core_calloc((size_t)(n_in ? n_in : 1), sizeof *rg_ins);
   kiln_tensor **grads = core_calloc((size_t)(n_in ? n_in : 1), sizeof *grads);
   int *vjp_of = int_array(n_out), *rg_idx = int_array(n_in);
+  kiln_tensor **rg_outs = NULL; /* outputs that require grad, one per output at most */
   node_set fwd = {0};
   value_list captured = {0};
   lazy_value *f_outs = NULL, *df_ins = NULL, *df_outs = NULL;
@@ -224,9 +225,13 @@ int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg
     outs[i] = v->t;
   }
   /* 3. symbolic vjps and the backward */
-  kiln_tensor *rg_outs[64];
+  rg_outs = core_calloc((size_t)(n_out ? n_out : 1), sizeof *rg_outs);
+  if (!rg_outs) {
+    rc = KILN_ERR_NOMEM;
+    goto done;
+  }
   for (int i = 0; i < n_out; i++) {
-    if (!kiln_requires_grad(outs[i]) || n_vjp == 64) continue;
+    if (!kiln_requires_grad(outs[i])) continue;
     op_meta m;
     op_meta_of(outs[i], &m);
     lazy_node *d = lazy_symbolic_node(&m);
@@ -243,8 +248,8 @@ int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg
     kiln_set_grad_enabled(false); /* the backward itself is not differentiated */
     rc = kiln_grad(rg_outs, vjps, n_vjp, rg_ins, n_rg, NULL, grads);
     kiln_set_grad_enabled(true);
-    if (rc < 0) goto done;
   }
+  if (rc < 0) goto done;
   /* 4. partition: forward nodes are those the outputs need */
   {
     lazy_node **roots = core_alloc((size_t)(n_out ? n_out : 1) * sizeof *roots);
@@ -387,6 +392,7 @@ done:
   core_free(ins);
   core_free(outs);
   core_free(vjps);
+  core_free(rg_outs);
   core_free(rg_ins);
   core_free(grads);
   core_free(vjp_of);

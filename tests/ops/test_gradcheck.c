@@ -212,8 +212,8 @@ TEST(op_table_complete) {
     n_ops++;
     CHECK_MSG(strncmp(info->name, "aten::", 6) == 0, "%s: not an aten name", info->name);
     /* passes that move nodes (Note [Sinking]) rely on the flag */
-    CHECK_MSG(!(info->flags & OPF_INPLACE) == !strstr(info->schema, "(a!)"),
-              "%s: OPF_INPLACE must mark exactly the schemas that write an argument", info->name);
+    CHECK_MSG(!(info->flags & OPF_INPLACE) == !op_writes_arg(op, 0),
+              "%s: OPF_INPLACE must mark exactly the schemas that write self", info->name);
     /* Note [Buffer reuse]: the interpreter hands such an op its self as the output */
     if (info->flags & OPF_SELF_OUT)
       CHECK_MSG(!(info->flags & (OPF_ELEMENTWISE | OPF_ALLOCS | OPF_VIEW | OPF_DECOMPOSES |

@@ -278,3 +278,54 @@ TEST(mutation_functionalize_rules) {
                               "  return (%w)\n",
                         1, "aten::relu_(%t)", "aten::add_");
 }
+
+/* Issue #15, no fixed limits: a DifferentiableGraph with 70 outputs hands
+ * out all of them (it returned None past 64), with their gradients. */
+TEST(mutation_differentiable_graph_with_70_outputs) {
+  enum { N = 70 };
+  core_strbuf b = {0};
+  core_strbuf_printf(&b, "graph(");
+  for (int i = 0; i < N; i++) core_strbuf_printf(&b, "%s%%x%d : Tensor", i ? ", " : "", i);
+  core_strbuf_printf(&b, "):\n");
+  for (int i = 0; i < N; i++)
+    core_strbuf_printf(&b, "  %%a%d : Tensor = aten::mul(%%x%d, %%x%d)\n  %%b%d : Tensor = aten::tanh(%%a%d)\n",
+                       i, i, i, i, i);
+  core_strbuf_printf(&b, "  return (");
+  for (int i = 0; i < N; i++) core_strbuf_printf(&b, "%s%%b%d", i ? ", " : "", i);
+  core_strbuf_printf(&b, ")\n");
+  CHECK(!b.oom);
+  kiln_scope_begin();
+  kiln_function *f = b.p ? fn_of(b.p) : NULL;
+  kiln_value in[N], out[N];
+  int64_t s[1] = {2};
+  for (int i = 0; i < N; i++) {
+    double v[2] = {0.01 * i, -0.02 * i};
+    in[i] = (kiln_value){.kind = KILN_VALUE_TENSOR, .t = kiln_from_data(v, 1, s, KILN_DTYPE_F64)};
+    kiln_set_requires_grad(in[i].t, true);
+  }
+  kiln_function_stats st = {0};
+  for (int r = 0; r < 3 && f; r++) {
+    CHECK_EQ_INT(kiln_function_call(f, in, N, out, N), N);
+    for (int i = 0; i < N; i++) {
+      CHECK_MSG(out[i].kind == KILN_VALUE_TENSOR && out[i].t, "call %d: output %d missing", r, i);
+      if (out[i].kind != KILN_VALUE_TENSOR || !out[i].t) continue;
+      CHECK_NEAR(core_get_flat(out[i].t, 1), tanh(0.0004 * i * i), 1e-15);
+    }
+  }
+  if (f) kiln_function_get_stats(f, &st);
+  CHECK(st.optimizations == 1 && st.guard_passes >= 1);
+  kiln_tensor *roots[N], *seeds[N];
+  for (int i = 0; i < N; i++) {
+    roots[i] = out[i].t;
+    seeds[i] = kiln_ones(1, s, KILN_DTYPE_F64);
+  }
+  CHECK(kiln_backward_ex(roots, seeds, N, NULL) == 0);
+  for (int i = 0; i < N; i++) {
+    kiln_tensor *gx = kiln_tensor_grad(in[i].t);
+    double x = -0.02 * i, t = tanh(x * x);
+    CHECK_MSG(gx && fabs(core_get_flat(gx, 1) - 2 * x * (1 - t * t)) < 1e-12, "grad %d", i);
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+  core_free(b.p);
+}

@@ -1,0 +1,75 @@
+/* tests/ops/test_fill.c: fill, zero and copy (src/ops/fill.c) and their
+ * derived in-place forms fill_, zero_, copy_ (Note [In-place variants]):
+ * values, dtypes kept, broadcasting, and gradcheck samples. */
+#include "sample.h"
+#include "test.h"
+
+OP_SAMPLE(FILL, value) {
+  s->args[0] = OPV_T(sample_randn(g, 2, (int64_t[]){2, 3}));
+  s->args[1] = OPV_F(1.5);
+  s->n_args = 2;
+}
+
+OP_SAMPLE(ZERO, plain) {
+  s->args[0] = OPV_T(sample_randn(g, 1, (int64_t[]){4}));
+  s->n_args = 1;
+}
+
+OP_SAMPLE(COPY, broadcast) {
+  s->args[0] = OPV_T(sample_randn(g, 2, (int64_t[]){2, 3}));
+  s->args[1] = OPV_T(sample_randn(g, 1, (int64_t[]){3}));
+  s->args[2] = OPV_B(false);
+  s->n_args = 3;
+}
+
+TEST(fill_zero_copy_in_place) {
+  kiln_scope_begin();
+  int64_t s2[2] = {2, 3}, s1[1] = {3};
+  int64_t iv[6] = {1, 2, 3, 4, 5, 6};
+  kiln_tensor *x = kiln_from_data(iv, 2, s2, KILN_DTYPE_I64);
+  /* torch: x.fill_(2.7) on int64 gives 2 (cast), zero_ zeros, copy_ broadcasts and casts */
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_FILL), (op_val[]){OPV_T(x), OPV_F(2.7)}, 2) == x);
+  CHECK(kiln_tensor_dtype(x) == KILN_DTYPE_I64 && core_get_flat(x, 5) == 2);
+  double dv[3] = {-1.5, 0.25, 9.75};
+  kiln_tensor *row = kiln_from_data(dv, 1, s1, KILN_DTYPE_F64);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_COPY), (op_val[]){OPV_T(x), OPV_T(row), OPV_B(false)}, 3) == x);
+  CHECK(core_get_flat(x, 0) == -1 && core_get_flat(x, 4) == 0 && core_get_flat(x, 5) == 9);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_ZERO), (op_val[]){OPV_T(x)}, 1) == x);
+  for (int i = 0; i < 6; i++) CHECK(core_get_flat(x, i) == 0);
+  /* copy_ never grows self */
+  kiln_tensor *small = kiln_zeros(1, s1, KILN_DTYPE_F64), *big = kiln_ones(2, s2, KILN_DTYPE_F64);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_COPY), (op_val[]){OPV_T(small), OPV_T(big), OPV_B(false)}, 3) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "cannot be broadcast");
+  kiln_scope_end();
+}
+
+/* Note [In-place variants]: every derived entry is an in-place form of
+ * its functional op, with alias info from its derived schema. */
+TEST(inplace_entries_derived_from_the_table) {
+  int n = 0;
+  for (int op = 0; op < KILN_OP_COUNT; op++) {
+    int ip = KILN_OP_INPLACE(op);
+    bool has = op_table[op].flags & OPF_HAS_INPLACE;
+    CHECK_MSG(!has == !op_table[ip].name, "%s: in-place entry iff OPF_HAS_INPLACE", op_table[op].name);
+    CHECK(!op_writes_arg(op, 0) || strstr(op_schema_text(op), "!)"));
+    if (!has) continue;
+    n++;
+    char want[64];
+    snprintf(want, sizeof want, "%s_", op_table[op].name);
+    CHECK_MSG(strcmp(op_table[ip].name, want) == 0, "%s", op_table[ip].name);
+    CHECK_MSG(op_find_arity(want, op_table[op].n_args) == ip, "%s: not found by name", want);
+    CHECK_MSG(op_table[ip].flags & OPF_INPLACE, "%s: no OPF_INPLACE", want);
+    CHECK_MSG(strstr(op_schema_text(ip), "(Tensor(a!) ") &&
+                  strstr(op_schema_text(ip), ") -> Tensor(a!)"),
+              "%s: schema %s", want, op_schema_text(ip));
+    CHECK_MSG(op_writes_arg(ip, 0) && op_written_args(ip) == 1 && op_output_alias(ip, 0) == 0,
+              "%s: alias info", want);
+    CHECK(op_schema_n_args(ip) == op_schema_n_args(op));
+  }
+  CHECK(op_output_alias(KILN_OP_VIEW, 0) == 0 && op_output_alias(KILN_OP_RELU, 0) == -1);
+  CHECK(op_output_alias(KILN_OP_CHUNK, 0) == 0 && op_written_args(KILN_OP_VIEW) == 0);
+  CHECK_EQ_INT(strcmp(op_schema_text(KILN_OP_INPLACE(KILN_OP_ADD)),
+                      "add_.Tensor(Tensor(a!) self, Tensor other, *, Scalar alpha=1) -> Tensor(a!)"),
+               0);
+  test_note("%d in-place forms", n);
+}
