@@ -49,6 +49,7 @@ static const char vmath_text[] =
 
 struct fusion_cc_kernel {
   void *dl;
+  int fd; /* the checked library, open while loaded (Note [Kernel files]) */
   fusion_native_fn fn, fn_nt; /* fn_nt: NULL where the compiler lacks AVX-512 */
 };
 
@@ -330,10 +331,77 @@ static void read_err(const char *path, char *buf, size_t cap) {
  * when the source beside it equals this kernel's, byte for byte (a hash
  * collision or a stale file is never loaded); files are written under a
  * temporary name and renamed, so a concurrent reader never sees half a
- * file; one that will not load is removed and rebuilt. Never under /tmp:
- * another user could plant a library there. */
-static bool cache_dir(char *out, size_t cap) {
+ * file; one that will not load is removed and rebuilt.
+ *
+ * Loading a library runs its code as this user, so nobody else may be able
+ * to place or swap one (issue #20: another user's library was loaded from
+ * a world-writable HOME, a symlinked ~/.cache/kiln, a world-writable
+ * KILN_CACHE_DIR). The directory is used only when it is not a symbolic
+ * link, is owned by this user with mode 0700 (it is created so), and no
+ * directory above it is writable by others without the sticky bit or owned
+ * by a user other than this one or root; it is opened once (O_NOFOLLOW) and
+ * its descriptor checked with fstat. Files are opened relative to that
+ * descriptor with O_NOFOLLOW, must be regular, ours, and not group- or
+ * world-writable (fstat of the opened descriptor), and a library is loaded
+ * through /proc/self/fd/N of the descriptor that was checked, never by a
+ * path that could be swapped between the check and dlopen. glibc's dlopen
+ * returns an already loaded library whose name matches, so that
+ * descriptor stays open while its kernel is loaded (no two loaded kernels
+ * share a /proc/self/fd name), and each library defines kiln_kernel_id,
+ * the hash of its source, which is checked after dlopen. A directory
+ * that fails a check is not used (the reason is printed once, and kept for
+ * exec_fusion_cc_refusal): the kernel is compiled in a private mkdtemp
+ * directory and nothing is kept. */
+static _Thread_local char refusal[600];
+const char *exec_fusion_cc_refusal(void) { return refusal[0] ? refusal : NULL; }
+void (*exec_fusion_cc_before_load_hook)(const char *path);
+
+static bool refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static bool refuse(const char *fmt, ...) {
+  static atomic_int warned;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(refusal, sizeof refusal, fmt, ap);
+  va_end(ap);
+  if (!atomic_exchange(&warned, 1))
+    fprintf(stderr, "kiln: warning: native fusion: %s; compiling in a private temporary "
+                    "directory, nothing kept\n", refusal);
+  return false;
+}
+
+/* out is a directory path; fails (with the reason) if one of its ancestors
+ * lets another user replace what lies below it. From the root down, so the
+ * message names the highest such directory. */
+static bool ancestors_safe(const char *out) {
+  char p[512];
+  size_t n = strlen(out);
+  for (size_t i = 1; i <= n && i < sizeof p; i++) {
+    if (i < n && out[i] != '/') continue;
+    if (i == n) break; /* the directory itself: checked by its descriptor */
+    memcpy(p, out, i);
+    p[i] = 0;
+    if (i == 1 && out[0] == '/') p[1] = 0; /* never empty */
+    struct stat st;
+    if (stat(p, &st) != 0) return refuse("cannot inspect %s: %s", p, strerror(errno));
+    if (st.st_uid != geteuid() && st.st_uid != 0)
+      return refuse("not keeping kernels under %s: it is owned by another user (uid %ld)", p,
+                    (long)st.st_uid);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      return refuse("not keeping kernels under %s: it is writable by other users (mode %04o)",
+                    p, (unsigned)(st.st_mode & 07777));
+  }
+  struct stat st;
+  if (stat("/", &st) == 0 && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
+    return refuse("not keeping kernels: / is writable by other users");
+  return true;
+}
+
+/* The kernel directory's path in out and an open descriptor of it in *dfd
+ * (the caller closes it), or false: none configured, or refused (reason in
+ * exec_fusion_cc_refusal, see Note [Kernel files]). */
+static bool cache_dir(char *out, size_t cap, int *dfd) {
   const char *d = getenv("KILN_CACHE_DIR");
+  refusal[0] = 0;
   if (d) {
     if (!*d || !strcmp(d, "off")) return false;
     snprintf(out, cap, "%s", d);
@@ -346,6 +414,9 @@ static bool cache_dir(char *out, size_t cap) {
     else
       return false;
   }
+  if (out[0] != '/') return refuse("not keeping kernels in %s: not an absolute path", out);
+  size_t n = strlen(out);
+  while (n > 1 && out[n - 1] == '/') out[--n] = 0;
   /* mkdir -p, private */
   for (char *c = out + 1; *c; c++)
     if (*c == '/') {
@@ -353,14 +424,50 @@ static bool cache_dir(char *out, size_t cap) {
       mkdir(out, 0700);
       *c = '/';
     }
-  return mkdir(out, 0700) == 0 || errno == EEXIST;
+  if (mkdir(out, 0700) != 0 && errno != EEXIST)
+    return refuse("cannot make %s: %s", out, strerror(errno));
+  if (!ancestors_safe(out)) return false;
+  int fd = open(out, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return refuse("not keeping kernels in %s: %s", out,
+                  errno == ELOOP || errno == ENOTDIR ? "it is a symbolic link or not a directory"
+                                                     : strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || st.st_uid != geteuid() || (st.st_mode & 077)) {
+    close(fd);
+    if (st.st_uid != geteuid())
+      return refuse("not keeping kernels in %s: it is owned by another user (uid %ld)", out,
+                    (long)st.st_uid);
+    return refuse("not keeping kernels in %s: its mode is %04o, not 0700", out,
+                  (unsigned)(st.st_mode & 07777));
+  }
+  *dfd = fd;
+  return true;
 }
 
+/* name in the directory dfd, opened for reading if it is a regular file of
+ * ours that nobody else can write (fstat of the opened descriptor); -1
+ * otherwise. */
+static int open_trusted(int dfd, const char *name) {
+  int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0) return -1;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
 
-/* The whole of a small file as a core_alloc'd string, or NULL. */
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
+/* The whole of a small file (an open descriptor, which this closes) as a
+ * core_alloc'd string, or NULL. */
+static char *slurp_fd(int fd, size_t *len) {
+  FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+  if (!f) {
+    if (fd >= 0) close(fd);
+    return NULL;
+  }
   char *buf = NULL;
   size_t n = 0, cap = 0;
   bool oom = false;
@@ -391,34 +498,54 @@ static char *slurp(const char *path, size_t *len) {
   return buf;
 }
 
-/* Writes data to path through a temporary name and a rename. */
-static bool put_file(const char *path, const char *data, size_t len) {
+/* Writes data to name in the directory dfd (AT_FDCWD: name is a path)
+ * through a temporary name and a rename. */
+static bool put_file(int dfd, const char *name, const char *data, size_t len) {
   char tmp[700];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
+  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", name, (long)getpid());
+  int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  if (!f && fd >= 0) close(fd);
   bool ok = f && fwrite(data, 1, len, f) == len;
   if (f && fclose(f) != 0) ok = false;
-  if (ok && rename(tmp, path) != 0) ok = false;
-  if (!ok) unlink(tmp);
+  if (ok && renameat(dfd, tmp, dfd, name) != 0) ok = false;
+  if (!ok) unlinkat(dfd, tmp, 0);
   return ok;
 }
 
-/* dlopens path and finds the kernel's entries; NULL with the error set. */
-static fusion_cc_kernel *load(const char *path) {
-  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+/* dlopens the library open at fd (checked by the caller; owned by the
+ * result, closed here on failure) through /proc/self/fd, checks that it is
+ * the kernel of source hash id, and finds its entries; NULL with the error
+ * set. path names it in messages and for the test hook. */
+static fusion_cc_kernel *load_fd(int fd, const char *path, uint64_t id) {
+  char proc[64];
+  if (fd < 0) {
+    core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s is not a file of this user's", path);
+    return NULL;
+  }
+  if (exec_fusion_cc_before_load_hook) exec_fusion_cc_before_load_hook(path);
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  void *dl = dlopen(proc, RTLD_NOW | RTLD_LOCAL);
   void *sym = dl ? dlsym(dl, "kiln_fused") : NULL;
-  if (!sym) {
-    core_error(KILN_ERR_UNSUPPORTED, "native fusion: cannot load the kernel: %s", dlerror());
+  const unsigned long long *kid = dl ? dlsym(dl, "kiln_kernel_id") : NULL;
+  if (!sym || !kid || *kid != id) {
+    if (sym && kid)
+      core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s is another kernel", path);
+    else
+      core_error(KILN_ERR_UNSUPPORTED, "native fusion: cannot load the kernel: %s", dlerror());
     if (dl) dlclose(dl);
+    close(fd);
     return NULL;
   }
   fusion_cc_kernel *k = core_calloc(1, sizeof *k);
   if (!k) {
     dlclose(dl);
+    close(fd);
     core_error(KILN_ERR_NOMEM, "native fusion: out of memory");
     return NULL;
   }
   k->dl = dl;
+  k->fd = fd;
   memcpy(&k->fn, &sym, sizeof sym); /* object to function pointer (POSIX) */
   void *nt = dlsym(dl, "kiln_fused_nt");
   if (nt) memcpy(&k->fn_nt, &nt, sizeof nt);
@@ -435,25 +562,31 @@ fusion_cc_kernel *exec_fusion_cc_compile(const char *source) {
   }
   const char *cc = getenv("KILN_CC");
   if (!cc || !*cc) cc = "cc";
-  char cdir[512], cached_c[600] = "", cached_so[600] = "";
-  if (cache_dir(cdir, sizeof cdir)) {
-    uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ull, cc), KILN_NATIVE_CFLAGS), source);
-    snprintf(cached_c, sizeof cached_c, "%s/fused-%016llx.c", cdir, (unsigned long long)h);
-    snprintf(cached_so, sizeof cached_so, "%s/fused-%016llx.so", cdir, (unsigned long long)h);
-    char *text = slurp(cached_c, NULL);
+  char cdir[512], cached_c[64] = "", cached_so[64] = "";
+  int dfd = -1;
+  fusion_cc_kernel *k = NULL;
+  uint64_t h = fnv(fnv(fnv(0xcbf29ce484222325ull, cc), KILN_NATIVE_CFLAGS), source);
+  if (cache_dir(cdir, sizeof cdir, &dfd)) {
+    snprintf(cached_c, sizeof cached_c, "fused-%016llx.c", (unsigned long long)h);
+    snprintf(cached_so, sizeof cached_so, "fused-%016llx.so", (unsigned long long)h);
+    char *text = slurp_fd(open_trusted(dfd, cached_c), NULL);
     bool same = text && !strcmp(text, source);
     core_free(text);
     if (same) {
-      fusion_cc_kernel *k = load(cached_so);
+      char shown[700];
+      snprintf(shown, sizeof shown, "%s/%s", cdir, cached_so);
+      k = load_fd(open_trusted(dfd, cached_so), shown, h);
       if (k) {
         files_loaded++;
+        close(dfd);
         return k;
       }
       kiln_clear_error();
-      unlink(cached_so); /* will not load: rebuilt below */
+      unlinkat(dfd, cached_so, 0); /* will not load: rebuilt below */
     }
   }
   if (cc_missing) {
+    if (dfd >= 0) close(dfd);
     core_error(KILN_ERR_UNSUPPORTED, "native fusion: no C compiler runs");
     return NULL;
   }
@@ -462,7 +595,8 @@ fusion_cc_kernel *exec_fusion_cc_compile(const char *source) {
    * it), else in a private temporary directory. */
   const char *tmp = getenv("TMPDIR");
   char dir[512] = "", c_path[700], so_path[700], err_path[700];
-  if (cached_so[0]) {
+  if (dfd >= 0) {
+    snprintf(dir, sizeof dir, "%s", cdir);
     snprintf(c_path, sizeof c_path, "%s.tmp-%ld.c", cached_so, (long)getpid());
     snprintf(so_path, sizeof so_path, "%s.tmp-%ld", cached_so, (long)getpid());
     snprintf(err_path, sizeof err_path, "%s.tmp-%ld.err", cached_so, (long)getpid());
@@ -473,19 +607,39 @@ fusion_cc_kernel *exec_fusion_cc_compile(const char *source) {
                  tmp && *tmp ? tmp : "/tmp", strerror(errno));
       return NULL;
     }
-    snprintf(c_path, sizeof c_path, "%s/kernel.c", dir);
-    snprintf(so_path, sizeof so_path, "%s/kernel.so", dir);
-    snprintf(err_path, sizeof err_path, "%s/cc.err", dir);
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dfd < 0) {
+      core_error(KILN_ERR_IO, "native fusion: cannot open %s: %s", dir, strerror(errno));
+      rmdir(dir);
+      return NULL;
+    }
+    snprintf(c_path, sizeof c_path, "kernel.c");
+    snprintf(so_path, sizeof so_path, "kernel.so");
+    snprintf(err_path, sizeof err_path, "cc.err");
   }
-  fusion_cc_kernel *k = NULL;
-  if (!put_file(c_path, source, strlen(source))) {
-    core_error(KILN_ERR_IO, "native fusion: cannot write %s", c_path);
+  /* the compiler is given full paths inside the checked directory */
+  char c_full[1300], so_full[1300], err_full[1300];
+  snprintf(c_full, sizeof c_full, "%s/%s", dir, c_path);
+  snprintf(so_full, sizeof so_full, "%s/%s", dir, so_path);
+  snprintf(err_full, sizeof err_full, "%s/%s", dir, err_path);
+  /* the source as compiled: with its id (checked by load_fd) */
+  size_t n_src = strlen(source);
+  char *text = core_alloc(n_src + 96);
+  if (!text) goto out;
+  memcpy(text, source, n_src);
+  n_src += (size_t)snprintf(text + n_src, 96,
+                            "\nconst unsigned long long kiln_kernel_id = 0x%016llxull;\n",
+                            (unsigned long long)h);
+  bool wrote = put_file(dfd, c_path, text, n_src);
+  core_free(text);
+  if (!wrote) {
+    core_error(KILN_ERR_IO, "native fusion: cannot write %s", c_full);
     goto out;
   }
-  int rc = run_cc(cc, c_path, so_path, err_path);
+  int rc = run_cc(cc, c_full, so_full, err_full);
   if (rc != 0) {
     char msg[400];
-    read_err(err_path, msg, sizeof msg);
+    read_err(err_full, msg, sizeof msg);
     if (rc < 0) cc_missing = 1;
     core_error(KILN_ERR_UNSUPPORTED, "native fusion: %s",
                rc < 0 ? "the C compiler did not run" : msg);
@@ -493,17 +647,20 @@ fusion_cc_kernel *exec_fusion_cc_compile(const char *source) {
   }
   /* kept (Note [Kernel files]): the library renamed into place, then its
    * source beside it, which is what makes a later process trust it */
-  if (cached_so[0] && rename(so_path, cached_so) == 0) {
-    k = load(cached_so);
-    if (k) put_file(cached_c, source, strlen(source));
+  if (cached_so[0] && renameat(dfd, so_path, dfd, cached_so) == 0) {
+    char shown[700];
+    snprintf(shown, sizeof shown, "%s/%s", cdir, cached_so);
+    k = load_fd(open_trusted(dfd, cached_so), shown, h);
+    if (k) put_file(dfd, cached_c, source, strlen(source));
   } else {
-    k = load(so_path);
+    k = load_fd(open_trusted(dfd, so_path), so_full, h);
   }
 out:
-  unlink(c_path);
-  unlink(so_path);
-  unlink(err_path);
-  if (dir[0]) rmdir(dir);
+  unlinkat(dfd, c_path, 0);
+  unlinkat(dfd, so_path, 0);
+  unlinkat(dfd, err_path, 0);
+  close(dfd);
+  if (!cached_so[0]) rmdir(dir);
   return k;
 }
 
@@ -513,5 +670,6 @@ fusion_native_fn exec_fusion_cc_fn_stream(const fusion_cc_kernel *k) { return k 
 void exec_fusion_cc_free(fusion_cc_kernel *k) {
   if (!k) return;
   dlclose(k->dl);
+  close(k->fd);
   core_free(k);
 }

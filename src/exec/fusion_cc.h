@@ -44,6 +44,12 @@ char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int 
  * compiler's first message lines when it failed; KILN_ERR_UNSUPPORTED when
  * native kernels are off or no compiler runs). The caller owns the result. */
 fusion_cc_kernel *exec_fusion_cc_compile(const char *source);
+/* Why the last exec_fusion_cc_compile on this thread did not use the kernel
+ * directory it was given (Note [Kernel files]), or NULL. */
+const char *exec_fusion_cc_refusal(void);
+/* Tests: called with a library's path after its descriptor was opened and
+ * checked, just before it is loaded (to swap the file in between). */
+extern void (*exec_fusion_cc_before_load_hook)(const char *path);
 /* Kernels loaded from kept files instead of compiled, so far. */
 int64_t exec_fusion_cc_files_loaded(void);
 fusion_native_fn exec_fusion_cc_fn(const fusion_cc_kernel *k);
