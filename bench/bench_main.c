@@ -262,7 +262,9 @@ static void print_env(const bench_opts *o) {
                                "KILN_NATIVE_FUSION", "KILN_CC", "KILN_CPU",
                                "KILN_NUM_THREADS"};
   FILE *f = o->json ? stderr : stdout;
-  fprintf(f, "kiln bench: %ld CPUs, cpu level %s, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
+  fprintf(f,
+          "kiln bench: %ld CPUs, cpu level %s, OpenMP threads %d, OpenBLAS threads %d (%s) "
+          "| env",
           sysconf(_SC_NPROCESSORS_ONLN), kiln_cpu_level(), omp_get_max_threads(),
           openblas_get_num_threads(), openblas_get_config());
   bool any = false;
