@@ -28,8 +28,9 @@
  * exec could lose), with GOMP_SPINCOUNT=KILN_SPINCOUNT added to its
  * environment, when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set.
  * Setting either (to any value) keeps the environment as it is, as does
- * KILN_OMP_ENV=keep; a setuid program, a failed exec (no /proc) and a
- * shared-library build (no .preinit_array in a DSO) keep libgomp's default.
+ * KILN_OMP_ENV=keep; a setuid program, one under valgrind, a failed exec
+ * (no /proc) and a shared-library build (no .preinit_array in a DSO) keep
+ * libgomp's default.
  *
  * Thread count: never more threads than the cores the process may use
  * (its affinity mask, and its cgroup's CPU quota rounded up, which libgomp
@@ -57,12 +58,20 @@ static bool env_has(char **envp, const char *prefix) {
   return false;
 }
 
+/* Under valgrind (its preload library in LD_PRELOAD) an exec would leave
+ * the tool behind. */
+static bool under_valgrind(char **envp) {
+  for (char **e = envp; e && *e; e++)
+    if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "vgpreload")) return true;
+  return false;
+}
+
 static void set_wait_policy(int argc, char **argv, char **envp) {
   (void)argc;
   static char *env[1024]; /* static: preinit runs before anything could free it */
   static char spin[] = "GOMP_SPINCOUNT=" KILN_SPINCOUNT;
   if (!argv || !envp || env_has(envp, "OMP_WAIT_POLICY=") || env_has(envp, "GOMP_SPINCOUNT=") ||
-      env_has(envp, "KILN_OMP_ENV=keep") || getauxval(AT_SECURE))
+      env_has(envp, "KILN_OMP_ENV=keep") || getauxval(AT_SECURE) || under_valgrind(envp))
     return;
   size_t n = 0;
   while (envp[n]) {
