@@ -243,7 +243,10 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
 
 /* Note [Bench threads]: kiln parallelises with OpenMP (libgomp); GEMM runs
  * single-threaded OpenBLAS calls split across the OpenMP threads
- * (src/ops/gemm.c), so there is one pool and idle workers may spin. The
+ * (src/ops/gemm.c), so there is one pool and idle workers may spin (for a
+ * bounded time: Note [Thread waits] in src/core/threads.c; the driver's
+ * process has re-executed itself with GOMP_SPINCOUNT set, unless the
+ * environment set a policy, and prints that). The
  * driver does not change how they wait: it reports OMP_WAIT_POLICY and
  * friends as it found them. Measured on the 2-vCPU VM (MLP step / LSTM
  * step at 2 threads): default spinning 1.13 / 32 ms, OMP_WAIT_POLICY=ACTIVE
@@ -259,7 +262,9 @@ static void print_env(const bench_opts *o) {
                                "KILN_NATIVE_FUSION", "KILN_CC", "KILN_CPU",
                                "KILN_NUM_THREADS"};
   FILE *f = o->json ? stderr : stdout;
-  fprintf(f, "kiln bench: %ld CPUs, cpu level %s, OpenMP threads %d, OpenBLAS threads %d (%s) | env",
+  fprintf(f,
+          "kiln bench: %ld CPUs, cpu level %s, OpenMP threads %d, OpenBLAS threads %d (%s) "
+          "| env",
           sysconf(_SC_NPROCESSORS_ONLN), kiln_cpu_level(), omp_get_max_threads(),
           openblas_get_num_threads(), openblas_get_config());
   bool any = false;

@@ -21,7 +21,8 @@ get OMP_NUM_THREADS=N and OPENBLAS_NUM_THREADS=N and also set the counts
 through their APIs (omp_set_num_threads / torch.set_num_threads, and
 openblas_set_num_threads). How idle OpenMP workers wait is each one's best
 known setting, changeable with --kiln-wait-policy / --torch-wait-policy:
-- kiln: the environment as given (default "unset"): kiln keeps OpenBLAS
+- kiln: the environment as given (default "unset", where kiln itself sets
+  GOMP_SPINCOUNT: Note [Thread waits] in src/core/threads.c): kiln keeps OpenBLAS
   single-threaded and splits GEMMs over its one OpenMP pool, so spinning
   workers fight no one; OMP_WAIT_POLICY=PASSIVE would make the MLP step 2x
   slower (a futex wake-up per parallel region).

@@ -8,9 +8,16 @@
  * it, and the scheduler then runs the worker late when the next region
  * needs it: the MLP step went from 1.5 to 6 ms beside one busy process, and
  * to hundreds of ms with 8 jobs on 2 cores (Note [Busy machine] in
- * bench/work_models.c). A short bounded spin (KILN_SPINCOUNT pauses, tens
- * of microseconds: it still catches the next region of a step) and then
- * sleeping avoids both.
+ * bench/work_models.c). A short bounded spin (KILN_SPINCOUNT pauses, a
+ * few microseconds: it catches a region that follows at once) and then
+ * sleeping avoids both. Measured here with 10-16 jobs on the 2 cores
+ * (busy_machine, MLP step at 2 threads, alternating runs): spin counts 0
+ * and 100 and OMP_WAIT_POLICY=PASSIVE alike (2-9 ms), 1000 2-3x slower
+ * (5-18 ms: every region then leaves each worker burning ~20 us, more than
+ * the step's own work, and the scheduler charges it to kiln), libgomp's
+ * default up to 100x slower (50-380 ms). A quiet machine could not be
+ * measured in that session; there sleeping costs a futex wake-up per
+ * region (an earlier note measured PASSIVE at 2x the MLP step's 1.1 ms).
  *
  * libgomp reads those variables once, in its own initialiser, which runs
  * before any of a program's constructors: a constructor's setenv is too
@@ -21,8 +28,9 @@
  * exec could lose), with GOMP_SPINCOUNT=KILN_SPINCOUNT added to its
  * environment, when neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT is set.
  * Setting either (to any value) keeps the environment as it is, as does
- * KILN_OMP_ENV=keep; a setuid program, a failed exec (no /proc) and a
- * shared-library build (no .preinit_array in a DSO) keep libgomp's default.
+ * KILN_OMP_ENV=keep; a setuid program, one under valgrind, a failed exec
+ * (no /proc) and a shared-library build (no .preinit_array in a DSO) keep
+ * libgomp's default.
  *
  * Thread count: never more threads than the cores the process may use
  * (its affinity mask, and its cgroup's CPU quota rounded up, which libgomp

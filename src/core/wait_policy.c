@@ -8,7 +8,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#define KILN_SPINCOUNT "1000"
+#define KILN_SPINCOUNT "100"
 
 /* ---- the wait policy: a re-exec before anything runs ---------------------- */
 static bool env_has(char **envp, const char *prefix) {
@@ -18,12 +18,20 @@ static bool env_has(char **envp, const char *prefix) {
   return false;
 }
 
+/* Under valgrind (its preload library in LD_PRELOAD) an exec would leave
+ * the tool behind. */
+static bool under_valgrind(char **envp) {
+  for (char **e = envp; e && *e; e++)
+    if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "vgpreload")) return true;
+  return false;
+}
+
 static void set_wait_policy(int argc, char **argv, char **envp) {
   (void)argc;
   static char *env[1024]; /* static: preinit runs before anything could free it */
   static char spin[] = "GOMP_SPINCOUNT=" KILN_SPINCOUNT;
   if (!argv || !envp || env_has(envp, "OMP_WAIT_POLICY=") || env_has(envp, "GOMP_SPINCOUNT=") ||
-      env_has(envp, "KILN_OMP_ENV=keep") || getauxval(AT_SECURE))
+      env_has(envp, "KILN_OMP_ENV=keep") || getauxval(AT_SECURE) || under_valgrind(envp))
     return;
   size_t n = 0;
   while (envp[n]) {
@@ -38,4 +46,3 @@ static void set_wait_policy(int argc, char **argv, char **envp) {
 
 __attribute__((section(".preinit_array"), used)) static void (*const kiln_preinit)(
     int, char **, char **) = set_wait_policy;
-

@@ -61,7 +61,8 @@ float *op_sgemm_pack(int which, size_t n) {
 
 /* ---- the AVX-512 kernel ----------------------------------------------------- */
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt")
+#pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl",                        \
+                  "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt") /* CORE_TARGET_AVX512 */
 
 enum { MR = 12, NR = 32, KC = 256, MC = 144, NC = 2048 };
 #define PANEL ((__mmask16)((1u << MR) - 1)) /* the MR lanes of an A panel row */

@@ -42,8 +42,8 @@ static int sm_infer(const char *fn, const op_val *a, op_meta *o) {
  * kernels (w neighbouring columns of stride `inner`, the dim has stride
  * inner), compiled per CPU level (Note [CPU levels]: the vector sums
  * group their terms by the level's width, so the levels' results may
- * differ in the last bit). Sums of exponentials accumulate in double. NaN anywhere in a row
- * gives a NaN row, as in PyTorch. */
+ * differ in the last bit). Sums of exponentials accumulate in double. NaN
+ * anywhere in a row gives a NaN row, as in PyTorch. */
 #define DEF_SM(SUF, T, EXP)                                                       \
   CORE_CLONES(row_##SUF, (const T *x, T *y, int64_t n, bool lg), (x, y, n, lg)) { \
     T mx = x[0];                                                                  \

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -128,4 +129,35 @@ TEST(threads_cgroup_quota_in_cores) {
   CHECK_EQ_INT(core_quota_cores(-1, 100000), 0); /* "max": no quota */
   CHECK_EQ_INT(core_quota_cores(400000, 0), 0);
   CHECK(core_available_cores() >= 1);
+}
+
+/* Runs cmd through the shell; its output (stdout and stderr) in out, its
+ * exit status returned (-1 when it could not run). */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
+  FILE *p = popen(cmd, "r");
+  if (!p) return -1;
+  size_t n = fread(out, 1, cap - 1, p);
+  out[n] = 0;
+  int st = pclose(p);
+  return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* KILN_NUM_THREADS at load time and `kiln train --threads`, through the
+ * kiln binary (the bench header prints the OpenMP thread count). */
+TEST(threads_kiln_num_threads_and_train_option) {
+  const char *bin = getenv("KILN_BIN");
+  if (!bin) {
+    test_fail(__FILE__, __LINE__, "KILN_BIN is not set to the kiln binary (make test sets it)");
+    return;
+  }
+  char cmd[1024], out[4096];
+  snprintf(cmd, sizeof cmd,
+           "KILN_NUM_THREADS=1 OMP_NUM_THREADS=2 '%s' bench --filter overhead_add --runs 5 "
+           "--min-time 0.01 --no-guard 2>&1",
+           bin);
+  CHECK_EQ_INT(run_cmd(cmd, out, sizeof out), 0);
+  CHECK_STR_CONTAINS(out, "OpenMP threads 1,");
+  snprintf(cmd, sizeof cmd, "'%s' train --threads 0 2>&1", bin);
+  CHECK_EQ_INT(run_cmd(cmd, out, sizeof out), 2);
+  CHECK_STR_CONTAINS(out, "bad value '0' for --threads");
 }

@@ -145,9 +145,9 @@ TEST(cpu_levels_softmax_and_sums_within_one_ulp) {
   kiln_scope_end();
 }
 
-/* GEMM at each level through kiln_mm and addmm (bias epilogue): the AVX2
- * and AVX-512 kernels sum each element's terms in the same order (Note
- * [kiln sgemm]) so agree bit for bit; OpenBLAS (baseline) within rounding. */
+/* GEMM at each level through kiln_mm and addmm (bias epilogue): kiln's
+ * AVX2 and AVX-512 kernels and OpenBLAS (baseline) agree within rounding
+ * (their K slices differ, so their sums round differently). */
 TEST(cpu_levels_gemm_agree) {
   kiln_scope_begin();
   int max = core_cpu_max_level(), saved = core_cpu_level();
@@ -165,8 +165,6 @@ TEST(cpu_levels_gemm_agree) {
   core_cpu_set_level(saved);
   for (int k = 0; k < 3; k++) {
     for (int l = 0; l <= max; l++) CHECK_MSG(r[l][k], "%s", kiln_last_error());
-    if (max >= CORE_CPU_AVX512 && r[1][k] && r[2][k])
-      CHECK_MSG(max_ulps(r[1][k], r[2][k]) == 0, "product %d: AVX2 and AVX-512 kernels differ", k);
     for (int l = 1; l <= max; l++) {
       if (!r[0][k] || !r[l][k]) continue;
       const float *x = core_data(r[0][k]), *y = core_data(r[l][k]);

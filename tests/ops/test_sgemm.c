@@ -77,12 +77,12 @@ TEST(sgemm_native_matches_double_loop) {
   core_cpu_set_level(CORE_CPU_BASELINE);
   CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1));
   /* panel edges of both kernels (AVX-512: MR 12, NR 32, 16-wide transposes;
-   * AVX2: MR 6, NR 16, 8-wide transposes), two K slices (KC 256), two row
-   * blocks (MC 144), two column blocks (NC 2048) */
+   * AVX2: MR 6, NR 16, 8-wide transposes), two and three K slices (KC 256
+   * and 384), two row blocks (MC 144), two column blocks (NC 2048) */
   static const int64_t shapes[][3] = {{1, 1, 1},     {12, 32, 16},  {13, 33, 17}, {11, 31, 15},
                                       {25, 47, 257}, {150, 70, 40}, {5, 2100, 20}, {40, 16, 600},
                                       {6, 16, 8},    {7, 17, 9},    {5, 15, 7},   {2, 9, 3},
-                                      {18, 8, 513},  {145, 24, 1}};
+                                      {18, 8, 513},  {145, 24, 1},   {9, 20, 800}};
   static const float ab[][2] = {{1, 0}, {0.75f, 1}, {-1.5f, -0.5f}};
   for (int l = CORE_CPU_AVX2; l <= max; l++) {
     core_cpu_set_level(l);
