@@ -67,6 +67,7 @@ BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/%.o)
 # The benchmark driver without bench_kiln's main, linked into `kiln bench`.
 BENCH_LIB_OBJ := $(filter-out $(BUILD)/bench/bench_kiln.o,$(BENCH_OBJ))
 
+.PHONY: test-mpi
 .PHONY: all test bench check run install uninstall clean deps deps-test bench-compare fuzz \
         fuzz-run FORCE
 
@@ -118,6 +119,17 @@ $(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
 test: deps-test
 	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln
 	OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
+
+# make test-mpi (issue 18): tests/dist_mpi.c under mpirun -np 2, then the
+# CLI cases of scripts/test_mpi.sh; "skipped: no MPI" without Open MPI.
+$(BUILD)/test_dist: $(BUILD)/tests/test_main.o $(BUILD)/tests/dist_mpi.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+test-mpi:
+	@if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then \
+	  $(MAKE) MPI=1 SAN=$(SAN) $(BUILD)-mpi/test_dist $(BUILD)-mpi/kiln && \
+	  sh scripts/test_mpi.sh $(BUILD)-mpi; \
+	else echo "test-mpi: skipped: no MPI"; fi
 
 bench: $(BUILD)/bench_kiln
 	./$(BUILD)/bench_kiln

@@ -1,10 +1,14 @@
 #!/bin/sh
 # scripts/deps.sh: installs the Debian packages kiln needs, when missing.
-# Usage: sh scripts/deps.sh [--test|--fuzz]   (what the test suite / make fuzz add)
+# Usage: sh scripts/deps.sh [--test|--fuzz|--mpi]   (what the test suite / make fuzz /
+# make MPI=1 add)
 set -e
 PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
 if [ "$1" = "--test" ]; then
   PKGS="$PKGS graphviz"
+fi
+if [ "$1" = "--mpi" ]; then
+  PKGS="$PKGS libopenmpi-dev openmpi-bin"
 fi
 if [ "$1" = "--fuzz" ]; then
   PKGS="$PKGS clang libomp-dev"

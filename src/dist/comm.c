@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "dist.h"
+#include "ops/collective.h"
 
 static double timeout_s = 300;
 
@@ -55,6 +56,8 @@ static int need_init(const char *what) {
   return core_error(KILN_ERR_STATE, "dist: %s before kiln_dist_init", what);
 }
 
+static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group);
+
 kiln_status kiln_dist_init(void) {
   int flag = 0, provided = 0, err;
   if (inited) return KILN_OK;
@@ -68,12 +71,14 @@ kiln_status kiln_dist_init(void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   inited = true;
+  op_all_reduce_hook = op_hook;
   return KILN_OK;
 }
 
 kiln_status kiln_dist_finalize(void) {
   if (!inited) return KILN_OK;
   inited = false;
+  op_all_reduce_hook = NULL;
   my_rank = 0;
   world = 1;
   if (inited_here) {
@@ -127,6 +132,19 @@ dist_req *dist_iallreduce_sum(void *buf, int64_t n, kiln_dtype dt) {
     return NULL;
   }
   return r;
+}
+
+/* aten::kiln_all_reduce's kernel (Note [All-reduce node]); group 0 is the world. */
+static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group) {
+  if (group != 0)
+    return core_error(KILN_ERR_UNSUPPORTED, "dist: all-reduce over group %d (only 0, the world)",
+                      group);
+  dist_req *r = dist_iallreduce_sum(buf, n, dt);
+  if (!r) return KILN_ERR_STATE;
+  int rc = dist_wait(r, timeout_s);
+  if (rc < 0) core_error_prefix("aten::kiln_all_reduce of %lld elements: ", (long long)n);
+  else dist_req_free(r);
+  return rc;
 }
 
 int dist_test(dist_req *r) {
