@@ -131,8 +131,9 @@ test-mpi:
 	  sh scripts/test_mpi.sh $(BUILD)-mpi; \
 	else echo "test-mpi: skipped: no MPI"; fi
 
-bench: $(BUILD)/bench_kiln
+bench: $(BUILD)/bench_kiln $(if $(filter 1,$(MPI)),$(BUILD)/kiln)
 	./$(BUILD)/bench_kiln
+	$(if $(filter 1,$(MPI)),sh scripts/bench_dist.sh $(BUILD))
 
 # kiln and PyTorch 1.13 (bench/torch_anchor.py) side by side, each in fresh
 # processes with the same thread count and environment; THREADS="1 2"

@@ -224,12 +224,12 @@ static void end_backward(void *ud) {
     b->req = NULL;
   }
   double t1 = dist_now();
-  if (r->status == 0) {
+  if (r->status == 0 && kiln_dist_world_size() > 1) {
     r->st.wait_seconds += t1 - t0;
     r->st.comm_seconds += last > first ? last - first : 0;
     r->st.overlap = r->st.comm_seconds > 0 ? 1 - r->st.wait_seconds / r->st.comm_seconds : 0;
-    r->st.n_reductions++;
   }
+  if (r->status == 0) r->st.n_reductions++;
   int world = kiln_dist_world_size();
   for (int k = 0; k < r->n_buckets && r->status == 0 && world > 1; k++) {
     int64_t m = kiln_tensor_numel(r->b[k].buf);
