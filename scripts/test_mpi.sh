@@ -6,7 +6,9 @@
 # must exit non-zero with a message within --dist-timeout). Needs Open MPI
 # and the Fashion-MNIST package (scripts/deps.sh).
 B=${1:-build-mpi}
-MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+# SAN builds: Open MPI's own allocations live until exit (scripts/lsan_mpi.supp)
+export LSAN_OPTIONS="suppressions=$(pwd)/scripts/lsan_mpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe -x OMP_NUM_THREADS -x LSAN_OPTIONS"
 KILN=./$B/kiln
 T=$(mktemp -d /tmp/kiln-mpi.XXXXXX)
 fail=0
@@ -19,6 +21,9 @@ SMALL="--limit-train 1024 --limit-test 200 --batch 64"
 echo "test_mpi: library tests under mpirun -np 2"
 if $MPIRUN -np 2 ./$B/test_dist > $T/lib.out 2>&1; then ok "library tests (2 ranks)"; else bad "library tests"; fi
 grep -E "^(ok|FAIL|  )|passed" $T/lib.out | sort | uniq
+if KILN_DIST_PROGRESS_THREAD=1 $MPIRUN -x KILN_DIST_PROGRESS_THREAD -np 2 ./$B/test_dist > $T/lib2.out 2>&1
+then ok "library tests with the progress thread"; else bad "library tests with the progress thread"
+  grep -E "FAIL|^  " $T/lib2.out; fi
 
 # --batch must divide by the ranks
 if $MPIRUN -np 2 $KILN train --dist --batch 63 --steps 1 > $T/div.out 2>&1; then

@@ -209,10 +209,11 @@ static void end_backward(void *ud) {
   if (!r->active) return;
   for (int i = r->n - 1; i >= 0; i--)
     if (!r->ready[i]) mark_ready(r, i);
-  double t0 = dist_now(), first = t0, last = 0;
+  double t0 = dist_now(), first = t0, last = 0, deadline = t0 + kiln_dist_timeout();
   for (int k = 0; k < r->n_buckets; k++) {
     bucket *b = &r->b[k];
-    if (r->status == 0 && b->req && dist_wait(b->req, kiln_dist_timeout()) < 0) {
+    double left = deadline - dist_now(); /* one timeout for all the buckets */
+    if (r->status == 0 && b->req && dist_wait(b->req, left > 0 ? left : 0) < 0) {
       core_error_prefix("bucket %d of %d (%d parameters from '%s'): ", k, r->n_buckets, b->n,
                         r->names[b->idx[0]]);
       set_error(r, KILN_ERR_STATE);
