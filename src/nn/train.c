@@ -163,6 +163,7 @@ static int train_step(trainer *t, int64_t i, double *loss) {
   if (rc == 0) rc = kiln_item(l, loss);
   if (rc == 0 && t->world > 1) {
     rc = kiln_dist_all_reduce_f64(loss, 1, KILN_DIST_SUM);
+    if (rc < 0) core_error_prefix("step %" PRId64 ": the loss's all-reduce: ", t->step + 1);
     *loss /= t->world;
   }
   kiln_scope_end();
