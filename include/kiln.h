@@ -603,7 +603,9 @@ KILN_API int kiln_function_call(kiln_function *f, const kiln_value *inputs, int 
 /* True when kiln was built with MPI. */
 KILN_API bool kiln_dist_built(void);
 /* Initialises MPI (MPI_THREAD_FUNNELED; idempotent) with errors returned,
- * not fatal. KILN_ERR_UNSUPPORTED without MPI. */
+ * not fatal. KILN_ERR_UNSUPPORTED without MPI. With the environment's
+ * KILN_DIST_PROGRESS_THREAD=1: MPI_THREAD_SERIALIZED and a thread that
+ * progresses pending all-reduces (Note [Progress thread] in comm.c). */
 KILN_API kiln_status kiln_dist_init(void);
 /* Finalises MPI if kiln_dist_init initialised it. */
 KILN_API kiln_status kiln_dist_finalize(void);

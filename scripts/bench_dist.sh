@@ -14,7 +14,7 @@ KILN=./$B/kiln
 REPS=${REPS:-3}
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 T=$(mktemp -d /tmp/kiln-bench-dist.XXXXXX)
-CFGS="1_1 2_1 2_1t 1_2"  # ranks_threads, t: with the progress thread
+CFGS=${CFGS:-"1_1 2_1 2_1t 1_2"}  # ranks_threads, t: with the progress thread
 run() { # model ranks threads steps progress-thread -> "samples overlap"
   extra=""
   [ "$1" = mlp ] && extra="--bucket-mb 0.25"

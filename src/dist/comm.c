@@ -8,8 +8,10 @@
  * timeout of its own, so a wait is a loop of MPI_Test with a deadline; on
  * the deadline the caller reports what it waited for and the process exits
  * (mpirun then ends the job). The loop yields the CPU between tests
- * (sched_yield, then 50 us sleeps after the first millisecond) so two ranks
- * sharing a core still make progress.
+ * (sched_yield, then 50 us sleeps after the first half second) so two
+ * ranks sharing a core still make progress. Sleeping earlier is slow: a
+ * large all-reduce advances one round per test, so a sleep per round made
+ * 2 ranks slower than 1 (the MLP's 784 KiB bucket).
  *
  * Note [Progress thread]: with KILN_DIST_PROGRESS_THREAD=1, kiln_dist_init
  * asks for MPI_THREAD_SERIALIZED and starts a thread that tests the pending
@@ -170,7 +172,7 @@ static int wait_req(MPI_Request *req, double seconds, const char *what) {
                         "dist: rank %d of %d: timed out after %.0f s in %s: another rank "
                         "died or stopped taking part (--dist-timeout)",
                         my_rank, world, timeout_s, what);
-    if (now - start < 1e-3) sched_yield();
+    if (now - start < 0.5) sched_yield();
     else nanosleep(&(struct timespec){0, 50000}, NULL);
   }
 }

@@ -387,14 +387,19 @@ static int lazy_finish(kiln_dist_reducer *r) {
   kiln_scope_begin();
   for (int k = 0; k < r->n_buckets && rc == 0; k++) {
     bucket *b = &r->b[k];
-    kiln_tensor *parts[64];
+    kiln_tensor **parts = core_calloc((size_t)b->n, sizeof *parts);
     int np = 0;
-    for (int j = 0; j < b->n && np < 64; j++) {
+    if (!parts) {
+      rc = core_error(KILN_ERR_NOMEM, "dist: out of memory");
+      break;
+    }
+    for (int j = 0; j < b->n; j++) {
       kiln_tensor *g = kiln_tensor_grad(r->params[b->idx[j]]);
       if (g) parts[np++] = kiln_reshape(g, 1, (int64_t[]){-1});
     }
+    kiln_tensor *flat = np == 1 ? parts[0] : np ? kiln_cat(parts, np, 0) : NULL;
+    core_free(parts);
     if (np == 0) continue;
-    kiln_tensor *flat = np == 1 ? parts[0] : kiln_cat(parts, np, 0);
     kiln_tensor *red = flat ? kiln_all_reduce(flat, world, 0) : NULL;
     if (!red) {
       rc = KILN_ERR_STATE;
