@@ -76,6 +76,7 @@ SO_MAJOR := $(firstword $(subst ., ,$(VERSION)))
 SO_NAME := libkiln.so.$(SO_MAJOR)
 SO_REAL := libkiln.so.$(VERSION)
 
+.PHONY: test-mpi
 .PHONY: all test test-python bench check run install uninstall clean deps deps-test bench-compare fuzz \
         fuzz-run FORCE
 
@@ -147,8 +148,20 @@ test-python: $(BUILD)/$(SO_REAL)
 	KILN_LIBRARY=$(CURDIR)/$(BUILD)/$(SO_REAL) /usr/bin/python3 -m pytest -q python/tests
 	sh python/pip_test.sh
 
-bench: $(BUILD)/bench_kiln
+# make test-mpi (issue 18): tests/dist_mpi.c under mpirun -np 2, then the
+# CLI cases of scripts/test_mpi.sh; "skipped: no MPI" without Open MPI.
+$(BUILD)/test_dist: $(BUILD)/tests/test_main.o $(BUILD)/tests/dist_mpi.o $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+test-mpi:
+	@if command -v mpicc >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; then \
+	  $(MAKE) MPI=1 SAN=$(SAN) $(BUILD)-mpi/test_dist $(BUILD)-mpi/kiln && \
+	  sh scripts/test_mpi.sh $(BUILD)-mpi; \
+	else echo "test-mpi: skipped: no MPI"; fi
+
+bench: $(BUILD)/bench_kiln $(if $(filter 1,$(MPI)),$(BUILD)/kiln)
 	./$(BUILD)/bench_kiln
+	$(if $(filter 1,$(MPI)),sh scripts/bench_dist.sh $(BUILD))
 
 # kiln and PyTorch 1.13 (bench/torch_anchor.py) side by side, each in fresh
 # processes with the same thread count and environment; THREADS="1 2"

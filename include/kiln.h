@@ -643,7 +643,9 @@ KILN_API int kiln_function_call(kiln_function *f, const kiln_value *inputs, int 
 /* True when kiln was built with MPI. */
 KILN_API bool kiln_dist_built(void);
 /* Initialises MPI (MPI_THREAD_FUNNELED; idempotent) with errors returned,
- * not fatal. KILN_ERR_UNSUPPORTED without MPI. */
+ * not fatal. KILN_ERR_UNSUPPORTED without MPI. With the environment's
+ * KILN_DIST_PROGRESS_THREAD=1: MPI_THREAD_SERIALIZED and a thread that
+ * progresses pending all-reduces (Note [Progress thread] in comm.c). */
 KILN_API kiln_status kiln_dist_init(void);
 /* Finalises MPI if kiln_dist_init initialised it. */
 KILN_API kiln_status kiln_dist_finalize(void);
@@ -665,7 +667,15 @@ KILN_API kiln_status kiln_dist_all_reduce_f64(double *v, int n, kiln_dist_op op)
 /* Blocks until every rank calls it (bounded by the timeout). */
 KILN_API kiln_status kiln_dist_barrier(void);
 
-/* The gradient reducer (Note [Buckets] in src/dist/reducer.c). */
+/* The all-reduce as an op (aten::kiln_all_reduce): every rank's t summed
+ * and divided by world_size (a copy when it is 1). On lazy tensors it is
+ * recorded into the graph like any op (world_size and group enter the
+ * graph's hash); its kernel needs kiln_dist_init when world_size > 1. */
+KILN_API kiln_tensor *kiln_all_reduce(kiln_tensor *t, int world_size, int group);
+
+/* The gradient reducer (Note [Buckets] in src/dist/reducer.c); on lazy
+ * parameters it records one all-reduce node per bucket into the step's
+ * graph at kiln_dist_reducer_finish (Note [Lazy reduction]). */
 typedef struct kiln_dist_reducer kiln_dist_reducer;
 typedef struct kiln_dist_reducer_opts {
   double bucket_mb;        /* bucket cap in MiB (0: 25); the first is 1 MiB or less */

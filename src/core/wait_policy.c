@@ -41,7 +41,14 @@ static void set_wait_policy(int argc, char **argv, char **envp) {
   }
   env[n++] = spin;
   env[n] = NULL;
-  execve("/proc/self/exe", argv, env); /* returns only on failure: carry on as we are */
+  /* By the program's own path, not /proc/self/exe: the kernel names a
+   * process after the file it executes, and "exe" in ps, top and pkill
+   * would hide which program it is. */
+  static char self[4096];
+  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0 || (size_t)len >= sizeof self - 1) return;
+  self[len] = 0;
+  execve(self, argv, env); /* returns only on failure: carry on as we are */
 }
 
 __attribute__((section(".preinit_array"), used)) static void (*const kiln_preinit)(

@@ -8,13 +8,27 @@
  * timeout of its own, so a wait is a loop of MPI_Test with a deadline; on
  * the deadline the caller reports what it waited for and the process exits
  * (mpirun then ends the job). The loop yields the CPU between tests
- * (sched_yield, then 50 us sleeps after the first millisecond) so two ranks
- * sharing a core still make progress. */
+ * (sched_yield, then 50 us sleeps after the first half second) so two
+ * ranks sharing a core still make progress. Sleeping earlier is slow: a
+ * large all-reduce advances one round per test, so a sleep per round made
+ * 2 ranks slower than 1 (the MLP's 784 KiB bucket).
+ *
+ * Note [Progress thread]: with KILN_DIST_PROGRESS_THREAD=1, kiln_dist_init
+ * asks for MPI_THREAD_SERIALIZED and starts a thread that tests the pending
+ * all-reduces every 100 us, so they progress while the backward runs
+ * kernels for long stretches between nodes. Every MPI call then holds
+ * mpi_lock (SERIALIZED: one thread in MPI at a time). Off by default: on a
+ * machine with as many ranks as cores the thread takes CPU from the
+ * compute, and the engine's tests between nodes (Note [Progress] in
+ * reducer.c) already come often. */
+#include <pthread.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "dist.h"
+#include "ops/collective.h"
 
 static double timeout_s = 300;
 
@@ -36,10 +50,40 @@ double kiln_dist_timeout(void) { return timeout_s; }
 struct dist_req {
   MPI_Request req;
   bool done;
+  struct dist_req *next; /* the progress thread's list of pending requests */
 };
 
 static bool inited_here, inited;
 static int my_rank, world = 1;
+
+/* Note [Progress thread] */
+static bool use_thread, thread_stop;
+static pthread_t progress_tid;
+static pthread_mutex_t mpi_lock = PTHREAD_MUTEX_INITIALIZER;
+static dist_req *pending;
+
+static void lock(void) {
+  if (use_thread) pthread_mutex_lock(&mpi_lock);
+}
+static void unlock(void) {
+  if (use_thread) pthread_mutex_unlock(&mpi_lock);
+}
+
+static void *progress_main(void *arg) {
+  (void)arg;
+  for (;;) {
+    pthread_mutex_lock(&mpi_lock);
+    bool stop = thread_stop;
+    for (dist_req *r = pending; r && !stop; r = r->next)
+      if (!r->done) {
+        int flag = 0;
+        if (MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE) == MPI_SUCCESS && flag) r->done = true;
+      }
+    pthread_mutex_unlock(&mpi_lock);
+    if (stop) return NULL;
+    nanosleep(&(struct timespec){0, 100000}, NULL);
+  }
+}
 
 bool kiln_dist_built(void) { return true; }
 
@@ -55,25 +99,49 @@ static int need_init(const char *what) {
   return core_error(KILN_ERR_STATE, "dist: %s before kiln_dist_init", what);
 }
 
+static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group);
+
 kiln_status kiln_dist_init(void) {
   int flag = 0, provided = 0, err;
   if (inited) return KILN_OK;
   MPI_Initialized(&flag);
   if (!flag) {
-    err = MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided);
+    const char *env = getenv("KILN_DIST_PROGRESS_THREAD");
+    bool want = env && strcmp(env, "1") == 0;
+    err = MPI_Init_thread(NULL, NULL, want ? MPI_THREAD_SERIALIZED : MPI_THREAD_FUNNELED,
+                          &provided);
     if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Init_thread");
     inited_here = true;
+    if (want && provided < MPI_THREAD_SERIALIZED)
+      return core_error(KILN_ERR_UNSUPPORTED,
+                        "dist: KILN_DIST_PROGRESS_THREAD=1 needs MPI_THREAD_SERIALIZED; this MPI "
+                        "provides level %d",
+                        provided);
+    if (want) {
+      thread_stop = false;
+      use_thread = pthread_create(&progress_tid, NULL, progress_main, NULL) == 0;
+      if (!use_thread) return core_error(KILN_ERR_STATE, "dist: cannot start the progress thread");
+    }
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   inited = true;
+  op_all_reduce_hook = op_hook;
   return KILN_OK;
 }
 
 kiln_status kiln_dist_finalize(void) {
   if (!inited) return KILN_OK;
   inited = false;
+  op_all_reduce_hook = NULL;
+  if (use_thread) {
+    pthread_mutex_lock(&mpi_lock);
+    thread_stop = true;
+    pthread_mutex_unlock(&mpi_lock);
+    pthread_join(progress_tid, NULL);
+    use_thread = false;
+  }
   my_rank = 0;
   world = 1;
   if (inited_here) {
@@ -88,11 +156,14 @@ bool kiln_dist_is_initialized(void) { return inited; }
 int kiln_dist_rank(void) { return my_rank; }
 int kiln_dist_world_size(void) { return world; }
 
-/* Note [Bounded waits] */
+/* Note [Bounded waits]; seconds is what is left of the timeout, which
+ * the message names. */
 static int wait_req(MPI_Request *req, double seconds, const char *what) {
   double deadline = dist_now() + seconds, start = dist_now();
   for (;;) {
+    lock();
     int flag = 0, err = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+    unlock();
     if (err != MPI_SUCCESS) return mpi_fail(err, what);
     if (flag) return 0;
     double now = dist_now();
@@ -100,8 +171,8 @@ static int wait_req(MPI_Request *req, double seconds, const char *what) {
       return core_error(KILN_ERR_STATE,
                         "dist: rank %d of %d: timed out after %.0f s in %s: another rank "
                         "died or stopped taking part (--dist-timeout)",
-                        my_rank, world, seconds, what);
-    if (now - start < 1e-3) sched_yield();
+                        my_rank, world, timeout_s, what);
+    if (now - start < 0.5) sched_yield();
     else nanosleep(&(struct timespec){0, 50000}, NULL);
   }
 }
@@ -119,8 +190,14 @@ dist_req *dist_iallreduce_sum(void *buf, int64_t n, kiln_dtype dt) {
   }
   dist_req *r = core_calloc(1, sizeof *r);
   if (!r) return NULL;
+  lock();
   int err = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, dt == KILN_DTYPE_F32 ? MPI_FLOAT : MPI_DOUBLE,
                            MPI_SUM, MPI_COMM_WORLD, &r->req);
+  if (err == MPI_SUCCESS && use_thread) {
+    r->next = pending;
+    pending = r;
+  }
+  unlock();
   if (err != MPI_SUCCESS) {
     mpi_fail(err, "MPI_Iallreduce");
     core_free(r);
@@ -129,24 +206,53 @@ dist_req *dist_iallreduce_sum(void *buf, int64_t n, kiln_dtype dt) {
   return r;
 }
 
-int dist_test(dist_req *r) {
-  if (r->done) return 1;
-  int flag = 0, err = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
-  if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Test");
-  r->done = flag != 0;
-  return r->done;
-}
-
-int dist_wait(dist_req *r, double seconds) {
-  if (r->done) return 0;
-  int rc = wait_req(&r->req, seconds, "MPI_Iallreduce");
-  if (rc == 0) r->done = true;
+/* aten::kiln_all_reduce's kernel (Note [All-reduce node]); group 0 is the world. */
+static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group) {
+  if (group != 0)
+    return core_error(KILN_ERR_UNSUPPORTED, "dist: all-reduce over group %d (only 0, the world)",
+                      group);
+  dist_req *r = dist_iallreduce_sum(buf, n, dt);
+  if (!r) return KILN_ERR_STATE;
+  int rc = dist_wait(r, timeout_s);
+  if (rc < 0) core_error_prefix("aten::kiln_all_reduce of %lld elements: ", (long long)n);
+  else dist_req_free(r);
   return rc;
 }
 
+int dist_test(dist_req *r) {
+  int flag = 0, err = MPI_SUCCESS;
+  lock();
+  if (!r->done) err = MPI_Test(&r->req, &flag, MPI_STATUS_IGNORE);
+  if (flag) r->done = true;
+  bool done = r->done;
+  unlock();
+  if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Test");
+  return done;
+}
+
+int dist_wait(dist_req *r, double seconds) {
+  /* a request the progress thread completed is MPI_REQUEST_NULL: its test
+   * returns at once */
+  int rc = wait_req(&r->req, seconds, "MPI_Iallreduce");
+  if (rc == 0) {
+    lock();
+    r->done = true;
+    unlock();
+  }
+  return rc;
+}
+
+/* A pending request cannot be cancelled (a collective): freeing one only
+ * happens on the way to exiting after an error, and leaks its MPI state. */
 void dist_req_free(dist_req *r) {
-  /* a pending request cannot be cancelled (collective): it is leaked with
-   * its buffer's owner, which only happens on the way to exiting */
+  if (!r) return;
+  lock();
+  for (dist_req **p = &pending; *p; p = &(*p)->next)
+    if (*p == r) {
+      *p = r->next;
+      break;
+    }
+  unlock();
   core_free(r);
 }
 
@@ -156,7 +262,9 @@ int dist_bcast_bytes(void *buf, size_t nbytes, int root) {
   while (nbytes) {
     int k = nbytes > (1u << 30) ? 1 << 30 : (int)nbytes;
     MPI_Request req;
+    lock();
     int err = MPI_Ibcast(p, k, MPI_BYTE, root, MPI_COMM_WORLD, &req);
+    unlock();
     if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Ibcast");
     int rc = wait_req(&req, timeout_s, "a broadcast");
     if (rc < 0) return rc;
@@ -171,7 +279,9 @@ static MPI_Op mpi_op(int op) { return op == KILN_DIST_MAX ? MPI_MAX : op == KILN
 int dist_allreduce_i64(int64_t *v, int n, int op) {
   if (need_init("all-reduce") < 0) return KILN_ERR_STATE;
   MPI_Request req;
+  lock();
   int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_INT64_T, mpi_op(op), MPI_COMM_WORLD, &req);
+  unlock();
   if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Iallreduce");
   return wait_req(&req, timeout_s, "an all-reduce of counts");
 }
@@ -179,7 +289,9 @@ int dist_allreduce_i64(int64_t *v, int n, int op) {
 kiln_status kiln_dist_all_reduce_f64(double *v, int n, kiln_dist_op op) {
   if (need_init("all-reduce") < 0) return KILN_ERR_STATE;
   MPI_Request req;
+  lock();
   int err = MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, mpi_op((int)op), MPI_COMM_WORLD, &req);
+  unlock();
   if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Iallreduce");
   return wait_req(&req, timeout_s, "an all-reduce");
 }
@@ -187,7 +299,9 @@ kiln_status kiln_dist_all_reduce_f64(double *v, int n, kiln_dist_op op) {
 kiln_status kiln_dist_barrier(void) {
   if (need_init("barrier") < 0) return KILN_ERR_STATE;
   MPI_Request req;
+  lock();
   int err = MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  unlock();
   if (err != MPI_SUCCESS) return mpi_fail(err, "MPI_Ibarrier");
   return wait_req(&req, timeout_s, "a barrier");
 }

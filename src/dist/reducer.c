@@ -62,6 +62,7 @@ struct kiln_dist_reducer {
   int *order;              /* first synced backward: hook order */
   int n_order;
   bool sync, active, reduced, rebuilt, no_rebuild, order_done;
+  bool lazy;               /* lazy parameters: Note [Lazy reduction] */
   int next_start;          /* next bucket to start */
   int first_open;          /* first bucket not seen done */
   double last_test;
@@ -91,7 +92,8 @@ static void free_buckets(kiln_dist_reducer *r) {
   }
 }
 
-/* Lays the parameters out in buckets in the given order (Note [Buckets]). */
+/* Lays the parameters out in buckets in the given order (Note [Buckets]);
+ * lazy parameters get the layout only (Note [Lazy reduction]). */
 static int build(kiln_dist_reducer *r, const int *order) {
   bucket *b = core_calloc((size_t)r->n, sizeof *b);
   int nb = 0, rc = 0;
@@ -118,7 +120,7 @@ static int build(kiln_dist_reducer *r, const int *order) {
     bytes += nbytes;
   }
   kiln_scope_begin();
-  for (int k = 0; k < nb && rc == 0; k++) {
+  for (int k = 0; k < nb && rc == 0 && !r->lazy; k++) {
     int64_t numel = 0;
     for (int j = 0; j < b[k].n; j++) numel += kiln_tensor_numel(r->params[b[k].idx[j]]);
     kiln_dtype dt = kiln_tensor_dtype(r->params[b[k].idx[0]]);
@@ -207,10 +209,11 @@ static void end_backward(void *ud) {
   if (!r->active) return;
   for (int i = r->n - 1; i >= 0; i--)
     if (!r->ready[i]) mark_ready(r, i);
-  double t0 = dist_now(), first = t0, last = 0;
+  double t0 = dist_now(), first = t0, last = 0, deadline = t0 + kiln_dist_timeout();
   for (int k = 0; k < r->n_buckets; k++) {
     bucket *b = &r->b[k];
-    if (r->status == 0 && b->req && dist_wait(b->req, kiln_dist_timeout()) < 0) {
+    double left = deadline - dist_now(); /* one timeout for all the buckets */
+    if (r->status == 0 && b->req && dist_wait(b->req, left > 0 ? left : 0) < 0) {
       core_error_prefix("bucket %d of %d (%d parameters from '%s'): ", k, r->n_buckets, b->n,
                         r->names[b->idx[0]]);
       set_error(r, KILN_ERR_STATE);
@@ -222,12 +225,12 @@ static void end_backward(void *ud) {
     b->req = NULL;
   }
   double t1 = dist_now();
-  if (r->status == 0) {
+  if (r->status == 0 && kiln_dist_world_size() > 1) {
     r->st.wait_seconds += t1 - t0;
     r->st.comm_seconds += last > first ? last - first : 0;
     r->st.overlap = r->st.comm_seconds > 0 ? 1 - r->st.wait_seconds / r->st.comm_seconds : 0;
-    r->st.n_reductions++;
   }
+  if (r->status == 0) r->st.n_reductions++;
   int world = kiln_dist_world_size();
   for (int k = 0; k < r->n_buckets && r->status == 0 && world > 1; k++) {
     int64_t m = kiln_tensor_numel(r->b[k].buf);
@@ -352,6 +355,73 @@ done:
   return rc;
 }
 
+/* Note [Lazy reduction]: on lazy parameters nothing has run when the
+ * backward returns, so the reducer records, per bucket, the flattened
+ * gradients' concatenation, one aten::kiln_all_reduce node (Note
+ * [All-reduce node] in src/ops/collective.c) and the views back into
+ * .grad: the reduction becomes part of the step's graph, which runs at
+ * the next mark_step. Which parameters have gradients is known when the
+ * recording ends; the ranks compare it (MAX/MIN all-reduce) first, so a
+ * disagreement fails naming the parameter before any graph runs. The
+ * layout stays in registration order reversed (hooks firing during a
+ * recording say nothing about when gradients are computed). */
+static int lazy_finish(kiln_dist_reducer *r) {
+  int rc = 0, world = kiln_dist_world_size();
+  int64_t *v = core_alloc((size_t)r->n * 2 * sizeof *v);
+  if (!v) return core_error(KILN_ERR_NOMEM, "dist: out of memory");
+  for (int i = 0; i < r->n; i++) {
+    r->used[i] = kiln_tensor_grad(r->params[i]) != NULL;
+    v[i] = r->used[i];
+    v[r->n + i] = -(int64_t)r->used[i];
+  }
+  rc = dist_allreduce_i64(v, 2 * r->n, KILN_DIST_MAX);
+  for (int i = 0; i < r->n && rc == 0; i++)
+    if (v[i] != -v[r->n + i])
+      rc = core_error(KILN_ERR_STATE,
+                      "dist: rank %d: parameter '%s' has a gradient on some ranks and not on "
+                      "others (all ranks must use the same parameters in each step)",
+                      kiln_dist_rank(), r->names[i]);
+  core_free(v);
+  if (rc < 0) return rc;
+  bool was = kiln_set_grad_enabled(false);
+  kiln_scope_begin();
+  for (int k = 0; k < r->n_buckets && rc == 0; k++) {
+    bucket *b = &r->b[k];
+    kiln_tensor **parts = core_calloc((size_t)b->n, sizeof *parts);
+    int np = 0;
+    if (!parts) {
+      rc = core_error(KILN_ERR_NOMEM, "dist: out of memory");
+      break;
+    }
+    for (int j = 0; j < b->n; j++) {
+      kiln_tensor *g = kiln_tensor_grad(r->params[b->idx[j]]);
+      if (g) parts[np++] = kiln_reshape(g, 1, (int64_t[]){-1});
+    }
+    kiln_tensor *flat = np == 1 ? parts[0] : np ? kiln_cat(parts, np, 0) : NULL;
+    core_free(parts);
+    if (np == 0) continue;
+    kiln_tensor *red = flat ? kiln_all_reduce(flat, world, 0) : NULL;
+    if (!red) {
+      rc = KILN_ERR_STATE;
+      break;
+    }
+    int64_t off = 0;
+    for (int j = 0; j < b->n && rc == 0; j++) {
+      kiln_tensor *p = r->params[b->idx[j]];
+      if (!kiln_tensor_grad(p)) continue;
+      int64_t m = kiln_tensor_numel(p);
+      kiln_tensor *g = kiln_narrow(red, 0, off, m);
+      g = g ? kiln_view(g, kiln_tensor_ndim(p), kiln_tensor_shape(p)) : NULL;
+      rc = g ? kiln_tensor_set_grad(p, g) : KILN_ERR_STATE;
+      off += m;
+    }
+  }
+  kiln_scope_end();
+  kiln_set_grad_enabled(was);
+  if (rc == 0) r->st.n_reductions++;
+  return rc;
+}
+
 kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params, const char *const *names,
                                          int n, const kiln_dist_reducer_opts *opts) {
   kiln_dist_reducer_opts o = opts ? *opts : (kiln_dist_reducer_opts){0};
@@ -372,11 +442,13 @@ kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params, const char 
   for (int i = 0; i < n; i++) {
     kiln_tensor *p = params[i];
     kiln_dtype dt = p ? kiln_tensor_dtype(p) : KILN_DTYPE_F32;
-    if (!p || !kiln_is_leaf(p) || !kiln_requires_grad(p) || !kiln_tensor_data(p) ||
+    if (!p || !kiln_is_leaf(p) || !kiln_requires_grad(p) ||
+        kiln_tensor_is_lazy(p) != kiln_tensor_is_lazy(params[0]) ||
+        (!kiln_tensor_is_lazy(p) && !kiln_tensor_data(p)) ||
         (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64)) {
       core_error(KILN_ERR_INVALID,
-                 "dist_reducer_new: parameter %d (%s) must be a CPU float32/float64 leaf "
-                 "that requires grad",
+                 "dist_reducer_new: parameter %d (%s) must be a float32/float64 leaf "
+                 "that requires grad (all CPU or all lazy)",
                  i, p ? core_tensor_desc(p, d, sizeof d) : "NULL");
       return NULL;
     }
@@ -403,6 +475,7 @@ kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params, const char 
   if (!r) return NULL;
   r->n = n;
   r->sync = true;
+  r->lazy = kiln_tensor_is_lazy(params[0]);
   r->no_rebuild = o.no_rebuild;
   r->cap_bytes = (o.bucket_mb > 0 ? o.bucket_mb : 25.0) * 1048576.0;
   r->params = core_calloc((size_t)n, sizeof *r->params);
@@ -426,7 +499,7 @@ kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params, const char 
     order[i] = n - 1 - i;
   }
   if (build(r, order) < 0) goto fail;
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n && !r->lazy; i++) {
     r->slots[i] = (slot){r, i};
     if (kiln_register_post_accumulate_hook(params[i], on_accumulate, &r->slots[i]) < 0) goto fail;
   }
@@ -466,6 +539,7 @@ void kiln_dist_reducer_set_sync(kiln_dist_reducer *r, bool sync) {
 kiln_status kiln_dist_reducer_finish(kiln_dist_reducer *r) {
   if (!r) return core_error(KILN_ERR_INVALID, "dist_reducer_finish: NULL reducer");
   if (!r->sync) return KILN_OK;
+  if (r->lazy) return lazy_finish(r);
   if (!r->reduced) {
     /* no hook fired (no parameter reached), or the backward failed before
      * its end callback: take part in every all-reduce all the same */

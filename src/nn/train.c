@@ -163,6 +163,7 @@ static int train_step(trainer *t, int64_t i, double *loss) {
   if (rc == 0) rc = kiln_item(l, loss);
   if (rc == 0 && t->world > 1) {
     rc = kiln_dist_all_reduce_f64(loss, 1, KILN_DIST_SUM);
+    if (rc < 0) core_error_prefix("step %" PRId64 ": the loss's all-reduce: ", t->step + 1);
     *loss /= t->world;
   }
   kiln_scope_end();
@@ -420,8 +421,7 @@ static int fill_result(const trainer *t, kiln_nn_train_result *r) {
 }
 
 /* --dist: rank 0's parameters and optimizer state on every rank (they
- * agree already unless the seeds or checkpoints differ), then the reducer
- * (eager and jit; lazy mode all-reduces inside its graph). */
+ * agree already unless the seeds or checkpoints differ). */
 static int dist_setup(trainer *t) {
   kiln_nn_module *m = t->m;
   int rc = kiln_dist_broadcast(m->params, m->n_params, 0);
@@ -429,7 +429,13 @@ static int dist_setup(trainer *t) {
     kiln_tensor *s = kiln_optim_state(t->opt, i);
     rc = kiln_dist_broadcast(&s, 1, 0);
   }
-  if (rc < 0 || lazy_mode(t)) return rc;
+  return rc;
+}
+
+/* The reducer (after kiln_nn_module_to_lazy in lazy mode: it then records
+ * the all-reduces into the step's graph). */
+static int dist_reducer(trainer *t) {
+  kiln_nn_module *m = t->m;
   kiln_dist_reducer_opts ro = {.bucket_mb = t->o->bucket_mb};
   t->red = kiln_dist_reducer_new(m->params, (const char *const *)m->names, m->n_params, &ro);
   return t->red ? 0 : KILN_ERR_STATE;
@@ -465,9 +471,11 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     }
   }
   if (rc == 0 && o->dist) rc = dist_setup(&t);
+  if (rc == 0 && o->dist && !lazy_mode(&t)) rc = dist_reducer(&t);
   if (rc == 0 && lazy_mode(&t)) {
     rc = kiln_nn_module_to_lazy(t.m);
     if (rc == 0) rc = kiln_optim_to_lazy(t.opt);
+    if (rc == 0 && o->dist) rc = dist_reducer(&t);
     if (rc == 0) rc = kiln_mark_step(); /* a checkpoint loaded into lazy state */
     kiln_lazy_metrics_reset();
   }
@@ -564,11 +572,12 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     if (t.red) {
       kiln_dist_stats ds;
       kiln_dist_reducer_stats(t.red, &ds);
-      fprintf(out,
-              "dist: %d ranks, %d buckets%s, %" PRId64 " reductions, all-reduce %.1fms, "
-              "waiting %.1fms, overlap %.0f%%\n",
-              t.world, ds.n_buckets, ds.rebuilt ? " (rebuilt)" : "", ds.n_reductions,
-              ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap);
+      fprintf(out, "dist: %d ranks, %d buckets%s, %" PRId64 " reductions", t.world,
+              ds.n_buckets, ds.rebuilt ? " (rebuilt)" : "", ds.n_reductions);
+      if (lazy_mode(&t)) fprintf(out, " (all-reduce nodes in the lazy graph)\n");
+      else
+        fprintf(out, ", all-reduce %.1fms, waiting %.1fms, overlap %.0f%%\n",
+                ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap);
     }
     if (o->save_path) fprintf(out, "saved %s at step %" PRId64 "\n", o->save_path, t.step);
     fprintf(out, "test_accuracy=%.4f\n", final_acc);

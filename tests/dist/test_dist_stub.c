@@ -90,3 +90,30 @@ TEST(engine_reports_reachable_leaves_and_progress) {
   CHECK_EQ_INT(kiln_backward_will_accumulate(a), KILN_ERR_STATE);
   kiln_scope_end();
 }
+
+/* aten::kiln_all_reduce on one rank is a copy; over more ranks without
+ * kiln_dist_init it fails; on lazy tensors it is a node whose world size
+ * is a constant of the graph (so it enters the graph's hash). */
+TEST(all_reduce_op_on_one_rank_and_lazy) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_arange(0, 6, 1, KILN_DTYPE_F32);
+  kiln_tensor *y = kiln_all_reduce(x, 1, 0);
+  CHECK(y && kiln_tensor_data(y) != kiln_tensor_data(x));
+  double v = 0;
+  if (y) kiln_item(kiln_select(y, 0, 5), &v);
+  CHECK_NEAR(v, 5.0, 0);
+  if (!kiln_dist_is_initialized()) {
+    CHECK(kiln_all_reduce(x, 2, 0) == NULL);
+    CHECK_STR_CONTAINS(kiln_last_error(), "needs kiln_dist_init");
+  }
+  CHECK(kiln_all_reduce(kiln_arange(0, 3, 1, KILN_DTYPE_I64), 1, 0) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "float or double");
+  kiln_tensor *lz = kiln_all_reduce(kiln_to_lazy(x), 1, 0);
+  char *text = lz ? kiln_lazy_tensors_text(&lz, 1) : NULL;
+  CHECK_STR_CONTAINS(text, "aten::kiln_all_reduce(");
+  kiln_free(text);
+  kiln_tensor *back = lz ? kiln_to_cpu(lz) : NULL;
+  if (back) kiln_item(kiln_select(back, 0, 4), &v);
+  CHECK_NEAR(v, 4.0, 0);
+  kiln_scope_end();
+}

@@ -1,0 +1,51 @@
+#!/bin/sh
+# scripts/bench_dist.sh BUILD_DIR: the data-parallel benchmarks of make bench
+# under MPI=1 (issue 18): `kiln train --dist` on 1 and 2 ranks of one
+# thread each (with and without KILN_DIST_PROGRESS_THREAD=1, and 1 rank of
+# 2 threads, for comparison), for the MLP with
+# --bucket-mb 0.25 and for the CNN, in eager mode. Prints one line per run:
+#   mlp_dist_samples_per_s ranks=2 threads=1  <samples/s>  overlap <pct>
+# (samples/s of the training steps, all ranks together; overlap = 1 -
+# waiting at the end of backward / all-reduce span, from the reducer).
+# Each configuration runs REPS times (default 3), alternating, and the
+# median is printed: the machine may be shared, so read ratios.
+B=${1:-build-mpi}
+KILN=./$B/kiln
+REPS=${REPS:-3}
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none"
+T=$(mktemp -d /tmp/kiln-bench-dist.XXXXXX)
+CFGS=${CFGS:-"1_1 2_1 2_1t 1_2"}  # ranks_threads, t: with the progress thread
+run() { # model ranks threads steps progress-thread -> "samples overlap"
+  extra=""
+  [ "$1" = mlp ] && extra="--bucket-mb 0.25"
+  KILN_DIST_PROGRESS_THREAD=$5 OMP_NUM_THREADS=$3 $MPIRUN -np $2 -x OMP_NUM_THREADS \
+    -x KILN_DIST_PROGRESS_THREAD $KILN train --dist --model $1 --batch 128 \
+    --steps $4 --limit-train 16384 --limit-test 100 --epochs 1 $extra > $T/out 2>&1 || {
+    tail -3 $T/out >&2; echo "0 0"; return; }
+  s=$(sed -n 's/^summary: .*(\([0-9]*\) samples\/s).*/\1/p' $T/out)
+  o=$(sed -n 's/.*overlap \([0-9]*\)%.*/\1/p' $T/out)
+  echo "${s:-0} ${o:-0}"
+}
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for model in mlp cnn; do
+  steps=120
+  [ $model = cnn ] && steps=40
+  for cfg in $CFGS; do :> $T/$model.$cfg; done
+  for r in $(seq $REPS); do
+    for cfg in $CFGS; do
+      set -- $(echo $cfg | tr _ ' ')
+      th=0
+      case $2 in *t) th=1;; esac
+      run $model $1 ${2%t} $steps $th >> $T/$model.$cfg
+    done
+  done
+  for cfg in $CFGS; do
+    set -- $(echo $cfg | tr _ ' ')
+    sps=$(cut -d' ' -f1 $T/$model.$cfg | median)
+    ov=$(cut -d' ' -f2 $T/$model.$cfg | median)
+    note=""
+    case $2 in *t) note=" (progress thread)";; esac
+    printf "%s_dist_samples_per_s ranks=%s threads=%s %10s  overlap %s%%%s\n" $model $1 ${2%t} $sps $ov "$note"
+  done
+done
+rm -rf $T
