@@ -131,6 +131,37 @@ def compare_inplace(x, y):
     return t
 
 
+@case(('pos', (3, 4)), ('t', (3, 4)))
+def more_unary_inplace(x, y):
+    t = y * 1.0
+    t.abs_()
+    t.sin_()
+    t.cos_()
+    t.erf_()
+    t.pow_(2.0)
+    x.log_()
+    x.rsqrt_()
+    return t, x
+
+
+@case(('t', (4, 3)), ('t', (2, 3)), ('t', (4, 3)), ('long', (2,), 4), ('long', (2, 3), 4))
+def index_scatter_add_inplace(x, src, y, idx, j):
+    x.index_add_(0, idx, src, alpha=2.0)
+    y.scatter_add_(0, j, src)
+    return x, y
+
+
+@case(('t', (3, 4)), ('t', (3, 4)))
+def sign_eq_inplace(x, y):
+    t = x * 1.0
+    t.sign_()
+    u = x * 1.0
+    u.eq_(y)
+    v = x * 1.0
+    v.lt_(0.0)
+    return t, u, v
+
+
 # ---- aliasing ---------------------------------------------------------------------------------
 
 @case(('t', (3, 4)), lazy_error=LAZY_VIEW)
