@@ -39,15 +39,11 @@ OUT = os.path.join(ROOT, 'tests', 'data', 'mutation')
 CASES = []
 
 
-LAZY_VIEW = 'writing through a view of a lazy tensor is not supported'
-
-
 def case(*inputs, grad=(), lazy_error=None):
     """inputs: ('t', shape) normal float32, ('pos', shape) in [0.5, 2),
     ('long', shape, high), or a Python literal; grad: indices requiring grad
     (never written: in place on such a leaf is an error); lazy_error: the
-    message kiln's --lazy run fails with instead (writes through views of
-    lazy tensors are not supported)."""
+    message kiln's --lazy run fails with instead."""
     def deco(fn):
         CASES.append((fn.__name__, fn, inputs, tuple(grad), lazy_error))
         return fn
@@ -164,24 +160,40 @@ def sign_eq_inplace(x, y):
 
 # ---- aliasing ---------------------------------------------------------------------------------
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_through_select(x):
     x[0].add_(1.0)
     return x
 
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_through_t(x):
     x.t().mul_(2.0)
     return x
 
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_view_of_temp(x):
     t = x * 1.0
     v = t[1]
     v.mul_(10.0)
     return t, v
+
+
+@case(('t', (2, 3, 4)))
+def write_through_nested_views(x):
+    x[1].t()[2:4].mul_(-3.0)
+    x.transpose(0, 2)[0].add_(1.0)
+    x.view(6, 4)[5].zero_()
+    return x
+
+
+@case(('t', (3, 4)))
+def add_expanded_operand(x):
+    t = x[0:1] * 1.0
+    e = t.expand(3, 4)
+    x.add_(e)
+    return x
 
 
 @case(('t', (3, 4)), ('t', (3, 4)))
