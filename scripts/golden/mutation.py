@@ -39,15 +39,11 @@ OUT = os.path.join(ROOT, 'tests', 'data', 'mutation')
 CASES = []
 
 
-LAZY_VIEW = 'writing through a view of a lazy tensor is not supported'
-
-
 def case(*inputs, grad=(), lazy_error=None):
     """inputs: ('t', shape) normal float32, ('pos', shape) in [0.5, 2),
     ('long', shape, high), or a Python literal; grad: indices requiring grad
     (never written: in place on such a leaf is an error); lazy_error: the
-    message kiln's --lazy run fails with instead (writes through views of
-    lazy tensors are not supported)."""
+    message kiln's --lazy run fails with instead."""
     def deco(fn):
         CASES.append((fn.__name__, fn, inputs, tuple(grad), lazy_error))
         return fn
@@ -131,26 +127,73 @@ def compare_inplace(x, y):
     return t
 
 
+@case(('pos', (3, 4)), ('t', (3, 4)))
+def more_unary_inplace(x, y):
+    t = y * 1.0
+    t.abs_()
+    t.sin_()
+    t.cos_()
+    t.erf_()
+    t.pow_(2.0)
+    x.log_()
+    x.rsqrt_()
+    return t, x
+
+
+@case(('t', (4, 3)), ('t', (2, 3)), ('t', (4, 3)), ('long', (2,), 4), ('long', (2, 3), 4))
+def index_scatter_add_inplace(x, src, y, idx, j):
+    x.index_add_(0, idx, src, alpha=2.0)
+    y.scatter_add_(0, j, src)
+    return x, y
+
+
+@case(('t', (3, 4)), ('t', (3, 4)))
+def sign_eq_inplace(x, y):
+    t = x * 1.0
+    t.sign_()
+    u = x * 1.0
+    u.eq_(y)
+    v = x * 1.0
+    v.lt_(0.0)
+    return t, u, v
+
+
 # ---- aliasing ---------------------------------------------------------------------------------
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_through_select(x):
     x[0].add_(1.0)
     return x
 
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_through_t(x):
     x.t().mul_(2.0)
     return x
 
 
-@case(('t', (3, 4)), lazy_error=LAZY_VIEW)
+@case(('t', (3, 4)))
 def write_view_of_temp(x):
     t = x * 1.0
     v = t[1]
     v.mul_(10.0)
     return t, v
+
+
+@case(('t', (2, 3, 4)))
+def write_through_nested_views(x):
+    x[1].t()[2:4].mul_(-3.0)
+    x.transpose(0, 2)[0].add_(1.0)
+    x.view(6, 4)[5].zero_()
+    return x
+
+
+@case(('t', (3, 4)))
+def add_expanded_operand(x):
+    t = x[0:1] * 1.0
+    e = t.expand(3, 4)
+    x.add_(e)
+    return x
 
 
 @case(('t', (3, 4)), ('t', (3, 4)))

@@ -63,6 +63,11 @@ lazy_node *lazy_symbolic_node(const op_meta *m);
 kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m);
 /* Rebinds t to value (e.g. after a sync or an in-place update). */
 void lazy_rebind(kiln_tensor *t, lazy_node *node, int index);
+/* An in-place op's write of r into lazy self (op_lazy_write_hook): self
+ * is rebound to r, and when self is a view its bases are rebuilt (Note
+ * [Lazy views], views.c). < 0 with the error set (a view kind that cannot
+ * be written back). */
+int lazy_write(kiln_tensor *self, kiln_tensor *r);
 /* The lazy value of a tensor argument: its node if lazy, else an upload
  * of the CPU tensor as device data. Owned ref in *out. */
 int lazy_value_of(kiln_tensor *t, lazy_value *out);

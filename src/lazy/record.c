@@ -178,22 +178,13 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
                        int max_outs);
 static kiln_status lazy_copy(kiln_tensor *dst, const kiln_tensor *src);
 
-/* Was t made by an op whose schema says its output aliases an input (a
- * view: Note [Lazy writes] in src/ops/inplace.c)? */
-static bool lazy_is_view(const kiln_tensor *t) {
-  const lazy_node *n = lazy_of(t)->value.node;
-  if (!n || n->op < 0) return false;
-  int out = (op_table[n->op].flags & OPF_LIST_OUT) ? 0 : lazy_of(t)->value.index;
-  return op_output_alias(n->op, out) >= 0;
-}
-
 /* Note [Init]: the lazy layer installs its hooks before main. */
 __attribute__((constructor)) static void lazy_ctor(void) {
   core_lazy_free_hook = lazy_free;
   core_lazy_share_hook = lazy_share;
   op_lazy_hook = lazy_record;
   op_lazy_copy_hook = lazy_copy;
-  op_lazy_is_view_hook = lazy_is_view;
+  op_lazy_write_hook = lazy_write;
 }
 
 kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m) {

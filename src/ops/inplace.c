@@ -7,7 +7,7 @@
 
 int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
 bool (*op_view_of_hook)(const kiln_tensor *t);
-bool (*op_lazy_is_view_hook)(const kiln_tensor *t);
+int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
 
 int op_inplace_infer(int op, const op_val *a, int n_args, op_meta *outs, int max_outs) {
   char d[64];
@@ -85,8 +85,8 @@ static bool direct_ok(int op, const op_val *a, int n_args, const kiln_tensor *se
  * Note [Lazy writes]: on lazy tensors the write is recorded as a new
  * version: self is rebound to the functional op's lazy value (the graph
  * stays functional; buffer donation may later reuse self's old buffer).
- * A lazy view has no link to its base, so writing through one is an
- * error rather than a write the base would miss. */
+ * Writing a lazy view rebuilds its base (Note [Lazy views] in
+ * src/lazy/views.c). */
 static int check_autograd(const char *name, const kiln_tensor *self) {
   if (self->requires_grad && op_is_leaf_hook && op_is_leaf_hook(self))
     return core_error(KILN_ERR_INVALID,
@@ -117,12 +117,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   for (int i = 1; i < n_args; i++) lazy |= a[i].tag == OP_VAL_TENSOR && a[i].t->device == CORE_DEVICE_LAZY;
   bool record = op_grad_enabled && any_requires_grad(a, n_args);
   if (record && check_autograd(name, self) < 0) return KILN_ERR_INVALID;
-  if (self->device == CORE_DEVICE_LAZY && op_lazy_is_view_hook && op_lazy_is_view_hook(self))
-    return core_error(KILN_ERR_UNSUPPORTED,
-                      "%s: writing through a view of a lazy tensor is not supported (the base "
-                      "would not see the write); write the base, or run eagerly",
-                      name);
-  if (lazy && !op_lazy_copy_hook)
+  if (lazy && !op_lazy_write_hook)
     return core_error(KILN_ERR_STATE, "%s: lazy tensors without the lazy layer", name);
   if (!record && !lazy && (op_table[op].flags & OPF_ELEMENTWISE)) {
     op_meta m[1];
@@ -149,7 +144,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   if (r != self) { /* the functional op may hand back self unchanged (eval dropout) */
     if (lazy) {
       /* Note [Lazy writes]: self is rebound to r's value: a new version */
-      if (op_lazy_copy_hook(self, r) < 0) return -1;
+      if (op_lazy_write_hook(self, r) < 0) return -1;
     } else if (!record) {
       if (kiln_copy_(self, r) < 0) return -1;
     } else {

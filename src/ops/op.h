@@ -284,8 +284,9 @@ extern int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
 /* autograd: is t a view (made by a view op, or sharing its storage) of
  * another tensor? */
 extern bool (*op_view_of_hook)(const kiln_tensor *t);
-/* lazy: was t made by a view op (OPF_VIEW) of another lazy value? */
-extern bool (*op_lazy_is_view_hook)(const kiln_tensor *t);
+/* lazy: an in-place op's write of result into lazy self (a new version;
+ * through a view, its base too: Note [Lazy views] in src/lazy/views.c). */
+extern int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
 /* Grad mode (thread-local); autograd's kiln_set_grad_enabled writes it. */
 extern _Thread_local bool op_grad_enabled;
 

@@ -115,7 +115,7 @@ TEST(ir_corpus_round_trip) {
 TEST(ir_corpus_kinds) {
   static char names[256][64];
   int n = corpus_names(names, 256);
-  bool ops[OP_INDEX_COUNT] = {0}, prims[IR_PRIM_COUNT] = {0};
+  bool ops[OP_INDEX_COUNT] = {0}, prims[IR_PRIM_COUNT] = {0}; /* in-place forms too */
   for (int i = 0; i < n; i++) {
     char path[256];
     size_t len;

@@ -73,3 +73,23 @@ TEST(inplace_entries_derived_from_the_table) {
                0);
   test_note("%d in-place forms", n);
 }
+
+/* PyTorch's in-place cast rule: the result must cast to self's dtype. */
+TEST(inplace_cast_rule) {
+  kiln_scope_begin();
+  int64_t s[1] = {2};
+  int64_t iv[2] = {1, 2};
+  float fv[2] = {0.5f, 1.5f};
+  kiln_tensor *i = kiln_from_data(iv, 1, s, KILN_DTYPE_I64), *f = kiln_from_data(fv, 1, s, KILN_DTYPE_F32);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_ADD), (op_val[]){OPV_T(i), OPV_T(f), OPV_I(1)}, 3) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "result type Float can't be cast to the desired output type Long");
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_SIGMOID), (op_val[]){OPV_T(i)}, 1) == NULL); /* float result */
+  CHECK_STR_CONTAINS(kiln_last_error(), "can't be cast");
+  /* int into float is fine: torch gives [1.5, 3.5] */
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_ADD), (op_val[]){OPV_T(f), OPV_T(i), OPV_I(1)}, 3) == f);
+  CHECK(core_get_flat(f, 0) == 1.5 && core_get_flat(f, 1) == 3.5 && kiln_tensor_dtype(f) == KILN_DTYPE_F32);
+  /* a comparison's bool result casts into a float self: torch gives [0., 1.] */
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_GT), (op_val[]){OPV_T(f), OPV_F(2.0)}, 2) == f);
+  CHECK(core_get_flat(f, 0) == 0 && core_get_flat(f, 1) == 1);
+  kiln_scope_end();
+}

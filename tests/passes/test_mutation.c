@@ -243,6 +243,12 @@ TEST(mutation_functionalize_rules) {
                                  "  %z : Float(3) = aten::exp(%t)\n"
                                  "  return (%z, %u)\n",
                         2, "aten::relu(%t)", "_(");
+  /* the written value itself is returned: the return reads the new value */
+  expect_functionalized("returned", "graph(%x : Float(3)):\n"
+                                    "  %t : Float(3) = aten::neg(%x)\n"
+                                    "  %u : Float(3) = aten::relu_(%t)\n"
+                                    "  return (%t)\n",
+                        1, "aten::relu(%t)", "return (%t)");
   /* a view of %t must see the write: stays */
   expect_functionalized("view", "graph(%x : Float(2, 3)):\n"
                                 "  %0 : int = prim::Constant[value=0]()\n"
