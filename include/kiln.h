@@ -819,7 +819,8 @@ KILN_API kiln_status kiln_data_loader_batch(const kiln_data_loader *l, int64_t i
 /* safetensors (huggingface's format): a little-endian u64 N, N bytes of
  * JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * ..., "__metadata__": {"key": "value"}}, then the data, row-major
- * little-endian. Dtypes F32, F64, I64 and BOOL are read and written.
+ * little-endian. Dtypes F32, F64, I64 and BOOL are read and written; F16
+ * and BF16 are read as F32, I32 as I64 (exactly).
  *
  * The loader follows the reference implementation's rules, each with its
  * own message naming the file (and the tensor): file shorter than 8 bytes,
@@ -922,6 +923,10 @@ typedef struct kiln_nn_train_opts {
   int64_t eval_batch;       /* 1000 */
   FILE *out;                /* per-epoch lines and the summary (NULL: silent) */
   bool progress;            /* draw a progress bar on stderr (a terminal) */
+  const char *graph_path;   /* train an imported model (kiln_model_load) instead of
+                               `model`: its graph and weights; the images are shaped
+                               as its example input (1 or 3 channels, or flat) */
+  const char *weights_path;
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);

@@ -246,6 +246,24 @@ static int bind_getattr(binder *b, const line_getattr *g, const char *indent, si
   memset(&a, 0, sizeof a);
   int rc = b->resolve(b->ud, path, g->type, &a);
   if (rc < 0) return rc;
+  if (a.kind == NN_BIND_TENSOR_LIST) {
+    core_strbuf_append(&b->body, indent, n_indent);
+    core_strbuf_printf(&b->body, "%%%s : Tensor[] = prim::ListConstruct(", g->out);
+    for (int j = 0; j < a.n_list; j++) {
+      const char *cur = smap_get(&b->current, a.list[j]);
+      char name[300];
+      snprintf(name, sizeof name, "%s.kl%d", g->out, j);
+      if (!cur) {
+        if ((rc = smap_set(&b->current, a.list[j], name)) < 0) return rc;
+        if ((rc = push(&b->out->tensor_paths, &b->out->n_tensors, a.list[j])) < 0) return rc;
+        core_strbuf_printf(&b->inputs, ",\n      %%%s : Tensor", name);
+        cur = name;
+      }
+      core_strbuf_printf(&b->body, "%s%%%s", j ? ", " : "", cur);
+    }
+    core_strbuf_append(&b->body, ")\n", 2);
+    return 0;
+  }
   if (a.kind == NN_BIND_TENSOR) {
     const char *cur = smap_get(&b->current, path);
     if (cur) return smap_set(&b->renames, g->out, cur);

@@ -294,7 +294,7 @@ static bool is_tensor_type(const char *t) {
 static bool simple_type(const char *t) {
   static const char *ok[] = {"int",    "float",   "bool",   "str",    "int[]",  "float[]",
                              "bool[]", "str[]",   "int?",   "float?", "bool?",  "str?",
-                             "int[]?", "float[]?", "NoneType", "Tensor?"};
+                             "int[]?", "float[]?", "NoneType", "Tensor?", "Tensor[]"};
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
     if (strcmp(t, ok[i]) == 0) return true;
   return false;
@@ -423,6 +423,25 @@ static int resolve(void *ud, const char *path, const char *decl, nn_bind_attr *o
   if (!v)
     return core_error(KILN_ERR_FORMAT, "model: weights '%s': metadata '%s' is not JSON: %s",
                       m->weights_name, key, jerr.text);
+  json_t *tl = json_is_object(v) ? json_object_get(v, "tensors") : NULL;
+  if (strcmp(decl, "Tensor[]") == 0 && json_is_array(tl)) {
+    size_t k;
+    json_t *x;
+    int rc = 0;
+    out->kind = NN_BIND_TENSOR_LIST;
+    json_array_foreach(tl, k, x) {
+      const char *p = json_is_string(x) ? json_string_value(x) : "";
+      if (k >= NN_BIND_MAX_LIST || strlen(p) >= sizeof out->list[0] || find_name(m, p) < 0) {
+        rc = core_error(KILN_ERR_INVALID,
+                        "model: weights '%s': %s lists '%s', which is not one of its tensors",
+                        m->weights_name, path, p);
+        break;
+      }
+      snprintf(out->list[out->n_list++], sizeof out->list[0], "%s", p);
+    }
+    json_decref(v);
+    return rc;
+  }
   if (is_tensor_type(decl) && !json_is_null(v)) {
     json_decref(v);
     return core_error(KILN_ERR_INVALID,
