@@ -613,7 +613,8 @@ KILN_API kiln_tensor *kiln_nn_module_find_param(const kiln_nn_module *m, const c
 /* Total number of parameter elements. */
 KILN_API int64_t kiln_nn_module_numel(const kiln_nn_module *m);
 /* Replaces every parameter by a LAZY copy (device data, requires grad, the
- * same name; layers follow). Grads are dropped. No-op when already lazy. */
+ * same name; layers follow) and every buffer (an imported model's) by a lazy
+ * copy. Grads are dropped. No-op when already lazy. */
 KILN_API kiln_status kiln_nn_module_to_lazy(kiln_nn_module *m);
 /* Training mode (default true): dropout is active only in training. */
 KILN_API void kiln_nn_module_set_training(kiln_nn_module *m, bool training);
@@ -858,7 +859,7 @@ KILN_API kiln_status kiln_safetensors_save(const char *path, int n, const char *
                                            const char *const *keys,
                                            const char *const *values);
 
-/* A checkpoint is a safetensors file of a module's parameters (their
+/* A checkpoint is a safetensors file of a module's parameters and buffers (their
  * names), the optimizer's state ("optim.<param>.<buffer>") and metadata:
  * format "kiln-checkpoint-1", model, optimizer, lr, step, epoch, batch,
  * rng (the data generator's state when the current epoch started), and

@@ -291,7 +291,7 @@ static int bind_setattr(binder *b, const line_getattr *g, size_t n_indent) {
   if (a.kind != NN_BIND_TENSOR)
     return berr(b, KILN_ERR_UNSUPPORTED, "prim::SetAttr of the non-tensor attribute ", path,
                 "(only tensors can be written back)");
-  if (n_indent != 2)
+  if (n_indent > 3) /* the top block: 2 spaces, and 1 for the empty output list */
     return berr(b, KILN_ERR_UNSUPPORTED, "prim::SetAttr of ", path,
                 "inside an If or Loop block (only the top block's are supported)");
   const char *r = smap_get(&b->renames, g->val);

@@ -45,7 +45,7 @@ struct kiln_model {
   char **names;
   bool *is_param;
   int *param_ix;
-  kiln_tensor **buffers;      /* [n] (NULL for parameters) */
+  int *buffer_ix;             /* [n]: index into module's buffers (-1 for parameters) */
   kiln_nn_module *module;
   /* per training flag (0, 1): the bound graph and its function */
   nn_bound bound[2];
@@ -159,20 +159,21 @@ static int add_tensor(kiln_model *m, const char *name, kiln_tensor *t, bool para
   if (ip) m->is_param = ip;
   int *px = core_realloc(m->param_ix, (size_t)(i + 1) * sizeof *px);
   if (px) m->param_ix = px;
-  kiln_tensor **bs = core_realloc(m->buffers, (size_t)(i + 1) * sizeof *bs);
-  if (bs) m->buffers = bs;
+  int *bs = core_realloc(m->buffer_ix, (size_t)(i + 1) * sizeof *bs);
+  if (bs) m->buffer_ix = bs;
   if (!names || !ip || !px || !bs || !(names[i] = core_strdup(name))) return KILN_ERR_NOMEM;
   m->n++;
   ip[i] = param && core_dtype_is_floating(t->dtype);
   px[i] = -1;
-  bs[i] = NULL;
+  bs[i] = -1;
   int rc = 0;
   kiln_scope_begin(); /* the clones' references: the module's, or kept */
   kiln_tensor *c = kiln_clone(t); /* the file's tensors stay the file's */
   if (!c) rc = KILN_ERR_NOMEM;
   else if (ip[i]) rc = kiln_nn_module_add_param(m->module, name, c);
-  else bs[i] = kiln_keep(c);
-  if (rc == 0 && ip[i]) px[i] = m->module->n_params - 1;
+  else if ((rc = nn_module_add_buffer(m->module, name, c)) >= 0) bs[i] = rc;
+  if (rc >= 0 && ip[i]) px[i] = m->module->n_params - 1;
+  if (rc > 0) rc = 0;
   kiln_scope_end();
   return rc;
 }
@@ -540,14 +541,11 @@ void kiln_model_free(kiln_model *m) {
     core_free(m->input_ix[k]);
     core_free(m->set_ix[k]);
   }
-  for (int i = 0; i < m->n; i++) {
-    core_free(m->names[i]);
-    kiln_release(m->buffers[i]);
-  }
+  for (int i = 0; i < m->n; i++) core_free(m->names[i]);
   core_free(m->names);
   core_free(m->is_param);
   core_free(m->param_ix);
-  core_free(m->buffers);
+  core_free(m->buffer_ix);
   kiln_nn_module_free(m->module);
   kiln_safetensors_free(m->st);
   core_free(m->man);
@@ -569,7 +567,7 @@ bool kiln_model_tensor_is_param(const kiln_model *m, int i) {
 
 kiln_tensor *kiln_model_tensor(const kiln_model *m, int i) {
   if (!m || i < 0 || i >= m->n) return NULL;
-  return m->is_param[i] ? m->module->params[m->param_ix[i]] : m->buffers[i];
+  return m->is_param[i] ? m->module->params[m->param_ix[i]] : m->module->buffers[m->buffer_ix[i]];
 }
 
 kiln_tensor *kiln_model_find(const kiln_model *m, const char *name) {
@@ -673,21 +671,7 @@ done:
 
 kiln_status kiln_model_to_lazy(kiln_model *m) {
   if (!m) return core_error(KILN_ERR_INVALID, "model_to_lazy: NULL model");
-  int rc = kiln_nn_module_to_lazy(m->module);
-  for (int i = 0; i < m->n && rc == 0; i++) {
-    kiln_tensor *t = m->buffers[i];
-    if (!t || kiln_tensor_is_lazy(t)) continue;
-    kiln_scope_begin();
-    kiln_tensor *lz = kiln_to_lazy(t);
-    if (lz) {
-      m->buffers[i] = kiln_keep(lz);
-      kiln_release(t);
-    } else {
-      rc = KILN_ERR_NOMEM;
-    }
-    kiln_scope_end();
-  }
-  return rc;
+  return kiln_nn_module_to_lazy(m->module); /* parameters and buffers */
 }
 
 kiln_status kiln_model_save(const kiln_model *m, const char *path) {

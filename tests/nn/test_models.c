@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "ir/ir.h"
@@ -221,4 +222,223 @@ TEST(models_corpus_match_pytorch) {
             "and train, equal to PyTorch (not yet: %s)",
             running, N_MODELS, lacking);
   CHECK(running >= 4);
+}
+
+/* ---- hand-written module graphs and bad exports ------------------------------ */
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+/* GetAttr chains through a submodule: a tensor, a float and a None from the
+ * metadata, in every mode. */
+TEST(models_bind_chains_and_metadata_values) {
+  char tmp[] = "/tmp/kiln-bind-XXXXXX";
+  CHECK(mkdtemp(tmp) != NULL);
+  char ir[300], w[300];
+  snprintf(ir, sizeof ir, "%s/m.ir", tmp);
+  snprintf(w, sizeof w, "%s/m.safetensors", tmp);
+  write_file(ir, "graph(%self : __torch__.M,\n"
+                 "      %x.1 : Tensor):\n"
+                 "  %sub : __torch__.Sub = prim::GetAttr[name=\"sub\"](%self)\n"
+                 "  %s : float = prim::GetAttr[name=\"scale\"](%sub)\n"
+                 "  %n : int[] = prim::GetAttr[name=\"dims\"](%sub)\n"
+                 "  %w : Tensor = prim::GetAttr[name=\"w\"](%sub) # a comment\n"
+                 "  %b : Tensor? = prim::GetAttr[name=\"b\"](%sub)\n"
+                 "  %y : Tensor = aten::mul(%x.1, %s)\n"
+                 "  %z : Tensor = aten::mul(%y, %w)\n"
+                 "  %k : bool = prim::Constant[value=0]()\n"
+                 "  %t : Tensor = aten::sum(%z, %n, %k, %b)\n"
+                 "  return (%t)\n");
+  kiln_scope_begin();
+  kiln_tensor *wt = kiln_from_data((float[]){3, 4}, 1, (int64_t[]){2}, KILN_DTYPE_F32);
+  const char *names[] = {"sub.w"}, *keys[] = {"attr:sub.scale", "attr:sub.b", "attr:sub.dims"},
+             *vals[] = {"2.5", "null", "[0]"};
+  CHECK(kiln_safetensors_save(w, 1, names, &wt, 3, keys, vals) == 0);
+  for (int mode = 0; mode < 3; mode++) {
+    kiln_model_opts o;
+    kiln_model_opts_default(&o);
+    o.mode = (kiln_nn_mode)mode;
+    kiln_model *m = kiln_model_load(ir, w, &o);
+    CHECK_MSG(m != NULL, "%s", kiln_last_error());
+    if (!m) continue;
+    CHECK_EQ_INT(kiln_model_n_tensors(m), 1);
+    CHECK(kiln_model_tensor_is_param(m, 0));
+    kiln_tensor *x = kiln_from_data((float[]){1, 2}, 1, (int64_t[]){2}, KILN_DTYPE_F32);
+    kiln_value in = {.kind = KILN_VALUE_TENSOR, .t = mode == 2 ? kiln_to_lazy(x) : x}, out[2];
+    CHECK_EQ_INT(kiln_model_call(m, &in, 1, out, 2), 1);
+    double v = 0;
+    CHECK(kiln_item(out[0].t, &v) == 0);
+    CHECK_NEAR(v, 2.5 * 3 + 5.0 * 4, 1e-6); /* sum([1, 2] * 2.5 * [3, 4]) */
+    kiln_model_free(m);
+  }
+  kiln_scope_end();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  CHECK(system(cmd) == 0);
+}
+
+/* prim::SetAttr on a tensor: later GetAttrs read the new value and it is
+ * written back into the model's tensors (and so into a saved file). */
+TEST(models_setattr_writes_back) {
+  char tmp[] = "/tmp/kiln-setattr-XXXXXX";
+  CHECK(mkdtemp(tmp) != NULL);
+  char ir[300], w[300], saved[300];
+  snprintf(ir, sizeof ir, "%s/m.ir", tmp);
+  snprintf(w, sizeof w, "%s/m.safetensors", tmp);
+  snprintf(saved, sizeof saved, "%s/saved.safetensors", tmp);
+  /* what torch.jit.script prints for: self.count = self.count + x;
+   * return self.count * x */
+  write_file(ir, "graph(%self : __torch__.Counter,\n"
+                 "      %x.1 : Tensor):\n"
+                 "  %2 : int = prim::Constant[value=1]()\n"
+                 "  %count : Tensor = prim::GetAttr[name=\"count\"](%self)\n"
+                 "  %5 : Tensor = aten::add(%count, %x.1, %2)\n"
+                 "   = prim::SetAttr[name=\"count\"](%self, %5)\n"
+                 "  %count.1 : Tensor = prim::GetAttr[name=\"count\"](%self)\n"
+                 "  %8 : Tensor = aten::mul(%count.1, %x.1)\n"
+                 "  return (%8)\n"
+                 "# kiln: class __torch__.Counter\n"
+                 "# kiln: tensor count Float [1] buffer\n");
+  kiln_scope_begin();
+  kiln_tensor *c0 = kiln_from_data((float[]){2}, 1, (int64_t[]){1}, KILN_DTYPE_F32);
+  const char *names[] = {"count"}, *keys[] = {"kiln.class"}, *vals[] = {"__torch__.Counter"};
+  CHECK(kiln_safetensors_save(w, 1, names, &c0, 1, keys, vals) == 0);
+  for (int mode = 0; mode < 3; mode++) {
+    kiln_model_opts o;
+    kiln_model_opts_default(&o);
+    o.mode = (kiln_nn_mode)mode;
+    kiln_model *m = kiln_model_load(ir, w, &o);
+    CHECK_MSG(m != NULL, "%s", kiln_last_error());
+    if (!m) continue;
+    CHECK(!kiln_model_tensor_is_param(m, 0));
+    kiln_tensor *x = kiln_from_data((float[]){3}, 1, (int64_t[]){1}, KILN_DTYPE_F32);
+    kiln_value in = {.kind = KILN_VALUE_TENSOR, .t = mode == 2 ? kiln_to_lazy(x) : x}, out[1];
+    double want[3] = {15, 24, 33}; /* count 5, 8, 11 times x = 3 */
+    for (int call = 0; call < 3; call++) {
+      CHECK_EQ_INT(kiln_model_call(m, &in, 1, out, 1), 1);
+      if (mode == 2) CHECK(kiln_mark_step() == 0);
+      double v = 0, c = 0;
+      CHECK(kiln_item(out[0].t, &v) == 0);
+      CHECK(kiln_item(kiln_model_find(m, "count"), &c) == 0);
+      CHECK_NEAR(v, want[call], 1e-6);
+      CHECK_NEAR(c, want[call] / 3, 1e-6);
+    }
+    CHECK(kiln_model_save(m, saved) == 0);
+    kiln_safetensors *st = kiln_safetensors_load(saved);
+    double c = 0;
+    CHECK(st && kiln_item(kiln_safetensors_find(st, "count"), &c) == 0 && c == 11);
+    CHECK(st && kiln_safetensors_metadata(st, "kiln.class") != NULL);
+    kiln_safetensors_free(st);
+    /* a checkpoint holds the buffer beside the parameters and loads it back */
+    char ck[320];
+    snprintf(ck, sizeof ck, "%s/ck.safetensors", tmp);
+    kiln_checkpoint_info info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.model, sizeof info.model, "graph");
+    CHECK(kiln_checkpoint_save(ck, kiln_model_module(m), NULL, &info) == 0);
+    kiln_model *m2 = kiln_model_load(ir, w, NULL);
+    CHECK(m2 && kiln_checkpoint_load(ck, kiln_model_module(m2), NULL, NULL) == 0);
+    c = 0;
+    CHECK(m2 && kiln_item(kiln_model_find(m2, "count"), &c) == 0 && c == 11);
+    kiln_model_free(m2);
+    kiln_model_free(m);
+  }
+  kiln_scope_end();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  CHECK(system(cmd) == 0);
+}
+
+/* Writes the MLP's weights to path with entry `drop` left out and, if
+ * replace is not NULL, entry `drop` replaced by it. */
+static int write_mlp_weights(const char *path, const char *drop, kiln_tensor *replace) {
+  kiln_safetensors *st = kiln_safetensors_load(DIR "mlp.safetensors");
+  if (!st) return -1;
+  const char *names[16], *keys[64], *vals[64];
+  kiln_tensor *ts[16];
+  int n = 0, nm = 0;
+  for (int i = 0; i < kiln_safetensors_n_tensors(st) && n < 16; i++) {
+    const char *name = kiln_safetensors_name(st, i);
+    if (strcmp(name, drop) == 0 && !replace) continue;
+    names[n] = name;
+    ts[n++] = strcmp(name, drop) == 0 ? replace : kiln_safetensors_tensor(st, i);
+  }
+  const char *mk[] = {"kiln.class", "kiln.parameters", "kiln.example", "kiln.format"};
+  for (int i = 0; i < 4; i++)
+    if (kiln_safetensors_metadata(st, mk[i])) {
+      keys[nm] = mk[i];
+      vals[nm++] = kiln_safetensors_metadata(st, mk[i]);
+    }
+  int rc = kiln_safetensors_save(path, n, names, ts, nm, keys, vals);
+  kiln_safetensors_free(st);
+  return rc;
+}
+
+static void expect_load_error(const char *ir, const char *w, const char *what) {
+  kiln_model *m = kiln_model_load(ir, w, NULL);
+  CHECK(m == NULL);
+  kiln_model_free(m);
+  const char *e = kiln_last_error();
+  CHECK_MSG(strstr(e, what) != NULL, "\"%s\" does not contain \"%s\"", e, what);
+  CHECK_MSG(strchr(e, '\n') == NULL, "not one line: \"%s\"", e);
+}
+
+TEST(models_bad_exports_one_line_errors) {
+  char tmp[] = "/tmp/kiln-badexp-XXXXXX";
+  CHECK(mkdtemp(tmp) != NULL);
+  char w[300], ir[300];
+  snprintf(w, sizeof w, "%s/w.safetensors", tmp);
+  kiln_scope_begin();
+  /* an entry missing */
+  CHECK(write_mlp_weights(w, "fc3.bias", NULL) == 0);
+  expect_load_error(DIR "mlp.ir", w, "have no entry 'fc3.bias' (the graph 'tests/data/models/"
+                                     "mlp.ir' expects Float [10])");
+  /* another shape */
+  CHECK(write_mlp_weights(w, "fc3.bias", kiln_zeros(1, (int64_t[]){11}, KILN_DTYPE_F32)) == 0);
+  expect_load_error(DIR "mlp.ir", w, "'fc3.bias' has shape [11], the graph "
+                                     "'tests/data/models/mlp.ir' expects [10]");
+  /* another dtype */
+  CHECK(write_mlp_weights(w, "fc3.bias", kiln_zeros(1, (int64_t[]){10}, KILN_DTYPE_I64)) == 0);
+  expect_load_error(DIR "mlp.ir", w, "'fc3.bias' is Long, the graph 'tests/data/models/mlp.ir' "
+                                     "expects Float");
+  /* another model's weights */
+  expect_load_error(DIR "mlp.ir", DIR "cnn.safetensors", "are for __torch__.CNN, but the graph "
+                                                         "'tests/data/models/mlp.ir' is "
+                                                         "__torch__.MLP");
+  /* a truncated file */
+  {
+    FILE *in = fopen(DIR "mlp.safetensors", "rb"), *out = fopen(w, "wb");
+    CHECK(in && out);
+    char buf[4096];
+    size_t k = in ? fread(buf, 1, sizeof buf, in) : 0;
+    if (out) fwrite(buf, 1, k, out);
+    if (in) fclose(in);
+    if (out) fclose(out);
+    expect_load_error(DIR "mlp.ir", w, "w.safetensors");
+  }
+  /* a GetAttr of a kind kiln does not bind */
+  snprintf(ir, sizeof ir, "%s/dict.ir", tmp);
+  write_file(ir, "graph(%self : __torch__.M,\n"
+                 "      %x.1 : Tensor):\n"
+                 "  %d : Dict(str, Tensor) = prim::GetAttr[name=\"table\"](%self)\n"
+                 "  return (%x.1)\n");
+  CHECK(write_mlp_weights(w, "", NULL) == 0);
+  expect_load_error(ir, w, "prim::GetAttr of table has type Dict(str, Tensor), which kiln does "
+                           "not bind");
+  /* a graph that was not inlined */
+  write_file(ir, "graph(%self : __torch__.M,\n"
+                 "      %x.1 : Tensor):\n"
+                 "  %fc : __torch__.L = prim::GetAttr[name=\"fc\"](%self)\n"
+                 "  %y : Tensor = prim::CallMethod[name=\"forward\"](%fc, %x.1)\n"
+                 "  return (%y)\n");
+  expect_load_error(ir, w, "was the graph inlined?");
+  kiln_scope_end();
+  char cmd[300];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  CHECK(system(cmd) == 0);
 }
