@@ -2,7 +2,7 @@
 """scripts/gen_models.py: the imported-model corpus (tests/data/models/) for
 tests/nn/test_models.c. Run with Debian's PyTorch 1.13 and torchvision 0.14:
 
-    /usr/bin/python3 scripts/gen_models.py [NAME...]
+    /usr/bin/python3 scripts/gen_models.py [NAME... | finetune]
 
 For each model below (fixed seeds, random weights, small widths) it exports
 with tools/kiln-export's export_module and writes
@@ -24,7 +24,9 @@ with tools/kiln-export's export_module and writes
         metadata: ops (JSON list of the graph's node kinds), n_inputs,
                   n_outputs, rtol, atol
 
-Dropout probabilities are 0 so training mode is deterministic.
+and tests/data/models/finetune.golden.safetensors (gen_finetune: 20 SGD
+steps' losses of the CNN and resnet18 on Fashion-MNIST). Dropout
+probabilities are 0 so training mode is deterministic.
 """
 import json
 import os
@@ -419,10 +421,55 @@ def _blocks(graph):
     return out
 
 
+FINETUNE = ('cnn', 'resnet18')
+FMNIST = '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz'
+FMNIST_LABELS = '/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz'
+
+
+def gen_finetune(steps=20, batch=16, lr=0.01, momentum=0.9):
+    """tests/data/models/finetune.golden.safetensors: <model>.losses, the
+    training losses of `steps` SGD steps (lr, momentum) from the exported
+    weights on the first Fashion-MNIST images in order (normalised as kiln
+    does; 3-channel models get the grey channel repeated)."""
+    import gzip
+    import numpy as np
+    with gzip.open(FMNIST) as f:
+        px = np.frombuffer(f.read(), np.uint8, offset=16)[:steps * batch * 784]
+    with gzip.open(FMNIST_LABELS) as f:
+        ys = np.frombuffer(f.read(), np.uint8, offset=8)[:steps * batch]
+    x_all = ((px.astype(np.float32) / 255 - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
+    gold = {}
+    for name in FINETUNE:
+        ctor = MODELS[name][0]
+        m = ctor()
+        sd, _ = KE.read_safetensors(os.path.join(OUT, name + '.safetensors'))
+        m.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
+        m.train()
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=momentum)
+        losses = []
+        for i in range(steps):
+            x = torch.from_numpy(x_all[i * batch:(i + 1) * batch].copy())
+            if MODELS[name][1][0][0][1] == 3:
+                x = x.expand(-1, 3, -1, -1).contiguous()
+            y = torch.from_numpy(ys[i * batch:(i + 1) * batch].astype(np.int64))
+            loss = F.cross_entropy(m(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        gold[name + '.losses'] = torch.tensor(losses, dtype=torch.float64)
+        print('finetune %-10s losses %.4f -> %.4f' % (name, losses[0], losses[-1]))
+    meta = {'steps': str(steps), 'batch': str(batch), 'lr': repr(lr), 'momentum': repr(momentum)}
+    KE.write_safetensors(os.path.join(OUT, 'finetune.golden.safetensors'), gold, meta)
+
+
 def main(names):
     os.makedirs(OUT, exist_ok=True)
     for name in names or MODELS:
-        generate(name)
+        if name != 'finetune':
+            generate(name)
+    if not names or 'finetune' in names:
+        gen_finetune()
 
 
 if __name__ == '__main__':
