@@ -214,6 +214,8 @@ static int emit_renamed(binder *b, const char *p, const char *e) {
       continue;
     }
     if (*p == '#') break; /* a source comment: dropped */
+    if (*p == ',' && (size_t)(e - p) >= 9 && memcmp(p, ", scope: ", 9) == 0)
+      break; /* a traced graph's module scope: dropped */
     char name[256];
     const char *q = p;
     if (*p == '%' && read_value(&q, e, name, sizeof name)) {

@@ -249,7 +249,7 @@ TEST(models_bind_chains_and_metadata_values) {
                  "  %n : int[] = prim::GetAttr[name=\"dims\"](%sub)\n"
                  "  %w : Tensor = prim::GetAttr[name=\"w\"](%sub) # a comment\n"
                  "  %b : Tensor? = prim::GetAttr[name=\"b\"](%sub)\n"
-                 "  %y : Tensor = aten::mul(%x.1, %s)\n"
+                 "  %y : Tensor = aten::mul(%x.1, %s), scope: __module.sub # m.py:3:0\n"
                  "  %z : Tensor = aten::mul(%y, %w)\n"
                  "  %k : bool = prim::Constant[value=0]()\n"
                  "  %t : Tensor = aten::sum(%z, %n, %k, %b)\n"
