@@ -462,6 +462,10 @@ static int ensure_bound(kiln_model *m, bool tr) {
   nn_bound *b = &m->bound[k];
   int rc = nn_bind_module_graph(m->text, m->len, m->graph_name, resolve, &c, b);
   if (rc < 0) return rc;
+  const char *wclass = kiln_safetensors_metadata(m->st, "kiln.class");
+  if (!m->klass[0] && wclass && b->self_class && strcmp(wclass, b->self_class) != 0)
+    return core_error(KILN_ERR_INVALID, "model: weights '%s' are for %s, but the graph '%s' is %s",
+                      m->weights_name, wclass, m->graph_name, b->self_class);
   m->input_ix[k] = core_calloc((size_t)(b->n_tensors + 1), sizeof(int));
   m->set_ix[k] = core_calloc((size_t)(b->n_sets + 1), sizeof(int));
   if (!m->input_ix[k] || !m->set_ix[k]) return KILN_ERR_NOMEM;
