@@ -1005,6 +1005,7 @@ typedef struct kiln_model_opts {
   const kiln_function_options *jit; /* jit options (NULL: defaults) */
 } kiln_model_opts;
 
+/* jit mode, training as exported, default jit options. */
 KILN_API void kiln_model_opts_default(kiln_model_opts *o);
 /* Loads graph_path and weights_path (o NULL: defaults). Checks the weights
  * against the graph's manifest and binds the graph; NULL with a one-line
@@ -1028,8 +1029,8 @@ KILN_API int kiln_model_input_shape(const kiln_model *m, int i, int64_t *shape,
 KILN_API kiln_status kiln_model_set_training(kiln_model *m, bool training);
 KILN_API bool kiln_model_is_training(const kiln_model *m);
 /* Named tensors in state_dict order: parameters and buffers. Names and
- * tensors BORROWED (a tensor until kiln_model_to_lazy or the next
- * optimizer step replaces nothing: steps update in place). */
+ * tensors BORROWED: a name while m lives, a tensor until kiln_model_to_lazy
+ * replaces it (optimizer steps update in place). */
 KILN_API int kiln_model_n_tensors(const kiln_model *m);
 KILN_API const char *kiln_model_tensor_name(const kiln_model *m, int i);
 KILN_API kiln_tensor *kiln_model_tensor(const kiln_model *m, int i);

@@ -3,7 +3,15 @@
  * into a kiln_function per training flag, with the state_dict's tensors as
  * named parameters (a kiln_nn_module, so optimizers and checkpoints work)
  * and buffers. Checks the weights against the graph's manifest (Note
- * [Export manifest]). */
+ * [Export manifest]).
+ *
+ * Note [Model modes]: the three modes run the same bound graph. jit gives
+ * it to the profiling executor (profile, specialize, differentiate, fuse);
+ * eager and lazy build the function with bailout depth 0, which interprets
+ * the graph node by node through the op table: on CPU tensors that is
+ * eager execution with autograd recording each op, on LAZY tensors
+ * (kiln_model_to_lazy, lazy inputs) it records the step's IR for
+ * kiln_mark_step. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>

@@ -351,7 +351,8 @@ static int save(trainer *t, int64_t epoch, int64_t batch) {
 static void print_header(const trainer *t, FILE *out, int64_t start_epoch, int64_t start_batch) {
   const kiln_nn_train_opts *o = t->o;
   fprintf(out, "kiln train: model %s (%" PRId64 " parameters), mode %s%s, optimizer %s (lr %g",
-          t->model ? o->graph_path : o->model, kiln_nn_module_numel(t->m), kiln_nn_mode_name(o->mode),
+          t->model ? o->graph_path : o->model, kiln_nn_module_numel(t->m),
+          kiln_nn_mode_name(o->mode),
           o->mode != KILN_NN_LAZY ? ""
           : o->sync_phases        ? " (3 syncs per step)"
                                   : " (1 sync per step)",
@@ -522,13 +523,14 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
               final_acc);
   }
   if (rc == 0 && o->plot_path) {
-    char title[128];
-    snprintf(title, sizeof title, "kiln train --model %s --mode %s", o->model,
-             kiln_nn_mode_name(o->mode));
+    char title[300];
+    snprintf(title, sizeof title, "kiln train --%s %.200s --mode %s", o->graph_path ? "graph" : "model",
+             o->graph_path ? o->graph_path : o->model, kiln_nn_mode_name(o->mode));
     rc = nn_write_plot(o->plot_path, &t.log, title);
   }
   if (rc == 0 && o->metrics_path)
-    rc = nn_write_metrics(o->metrics_path, &t.log, kiln_nn_mode_name(o->mode), o->model);
+    rc = nn_write_metrics(o->metrics_path, &t.log, kiln_nn_mode_name(o->mode),
+                          o->graph_path ? o->graph_path : o->model);
   if (rc == 0 && out) {
     double total = nn_now() - t_start;
     fprintf(out,

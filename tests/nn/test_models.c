@@ -442,3 +442,50 @@ TEST(models_bad_exports_one_line_errors) {
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
   CHECK(system(cmd) == 0);
 }
+
+/* `kiln run GRAPH --weights W` in each mode gives the golden outputs and
+ * --save-weights writes a loadable file; a bad weights file fails with one
+ * line on stderr. Needs $KILN_BIN (make test sets it). */
+TEST(models_kiln_run_weights) {
+  const char *bin = getenv("KILN_BIN");
+  if (!bin || access(bin, X_OK) != 0) {
+    test_note("skipped: no $KILN_BIN");
+    return;
+  }
+  char tmp[] = "/tmp/kiln-runw-XXXXXX";
+  CHECK(mkdtemp(tmp) != NULL);
+  kiln_safetensors *gold = kiln_safetensors_load(DIR "mlp.golden.safetensors");
+  CHECK(gold != NULL);
+  if (!gold) return;
+  char x[300], cmd[2048], out[300], saved[300];
+  snprintf(x, sizeof x, "%s/x.npy", tmp);
+  CHECK(kiln_npy_save(x, kiln_safetensors_find(gold, "input.0")) == 0);
+  const char *modes[] = {"eager", "jit", "lazy"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(saved, sizeof saved, "%s/saved.safetensors", tmp);
+    snprintf(cmd, sizeof cmd,
+             "%s run " DIR "mlp.ir --weights " DIR "mlp.safetensors %s --mode %s --runs 2 "
+             "--out %s/o --save-weights %s",
+             bin, x, modes[i], tmp, saved);
+    CHECK_MSG(system(cmd) == 0, "%s", cmd);
+    snprintf(out, sizeof out, "%s/o/out0.npy", tmp);
+    kiln_scope_begin();
+    kiln_tensor *got = kiln_npy_load(out);
+    char why[200];
+    CHECK_MSG(close_to(got, kiln_safetensors_find(gold, "eval.output.0"), 1e-4, 1e-5, why,
+                       sizeof why),
+              "%s: %s", modes[i], why);
+    kiln_scope_end();
+    kiln_model *m = kiln_model_load(DIR "mlp.ir", saved, NULL);
+    CHECK_MSG(m != NULL, "%s", kiln_last_error());
+    kiln_model_free(m);
+  }
+  snprintf(cmd, sizeof cmd,
+           "%s run " DIR "mlp.ir --weights " DIR "cnn.safetensors %s --out %s/o 2> %s/err; "
+           "test $? -ne 0 && test $(wc -l < %s/err) -eq 1 && grep -q 'are for __torch__.CNN' %s/err",
+           bin, x, tmp, tmp, tmp, tmp);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  kiln_safetensors_free(gold);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  CHECK(system(cmd) == 0);
+}
