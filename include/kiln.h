@@ -752,7 +752,8 @@ KILN_API kiln_tensor *kiln_nn_module_find_param(const kiln_nn_module *m, const c
 /* Total number of parameter elements. */
 KILN_API int64_t kiln_nn_module_numel(const kiln_nn_module *m);
 /* Replaces every parameter by a LAZY copy (device data, requires grad, the
- * same name; layers follow). Grads are dropped. No-op when already lazy. */
+ * same name; layers follow) and every buffer (an imported model's) by a lazy
+ * copy. Grads are dropped. No-op when already lazy. */
 KILN_API kiln_status kiln_nn_module_to_lazy(kiln_nn_module *m);
 /* Training mode (default true): dropout is active only in training. */
 KILN_API void kiln_nn_module_set_training(kiln_nn_module *m, bool training);
@@ -958,7 +959,8 @@ KILN_API kiln_status kiln_data_loader_batch(const kiln_data_loader *l, int64_t i
 /* safetensors (huggingface's format): a little-endian u64 N, N bytes of
  * JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * ..., "__metadata__": {"key": "value"}}, then the data, row-major
- * little-endian. Dtypes F32, F64, I64 and BOOL are read and written.
+ * little-endian. Dtypes F32, F64, I64 and BOOL are read and written; F16
+ * and BF16 are read as F32, I32 as I64 (exactly).
  *
  * The loader follows the reference implementation's rules, each with its
  * own message naming the file (and the tensor): file shorter than 8 bytes,
@@ -996,7 +998,7 @@ KILN_API kiln_status kiln_safetensors_save(const char *path, int n, const char *
                                            const char *const *keys,
                                            const char *const *values);
 
-/* A checkpoint is a safetensors file of a module's parameters (their
+/* A checkpoint is a safetensors file of a module's parameters and buffers (their
  * names), the optimizer's state ("optim.<param>.<buffer>") and metadata:
  * format "kiln-checkpoint-1", model, optimizer, lr, step, epoch, batch,
  * rng (the data generator's state when the current epoch started), and
@@ -1081,6 +1083,10 @@ typedef struct kiln_nn_train_opts {
    * written). NULL: none. */
   int (*on_step)(int64_t step, int epoch, double loss, void *ud);
   void *on_step_ud;
+  const char *graph_path;   /* train an imported model (kiln_model_load) instead of
+                               `model`: its graph and weights; the images are shaped
+                               as its example input (1 or 3 channels, or flat) */
+  const char *weights_path;
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);
@@ -1158,6 +1164,7 @@ typedef struct kiln_model_opts {
   const kiln_function_options *jit; /* jit options (NULL: defaults) */
 } kiln_model_opts;
 
+/* jit mode, training as exported, default jit options. */
 KILN_API void kiln_model_opts_default(kiln_model_opts *o);
 /* Loads graph_path and weights_path (o NULL: defaults). Checks the weights
  * against the graph's manifest and binds the graph; NULL with a one-line
@@ -1181,8 +1188,8 @@ KILN_API int kiln_model_input_shape(const kiln_model *m, int i, int64_t *shape,
 KILN_API kiln_status kiln_model_set_training(kiln_model *m, bool training);
 KILN_API bool kiln_model_is_training(const kiln_model *m);
 /* Named tensors in state_dict order: parameters and buffers. Names and
- * tensors BORROWED (a tensor until kiln_model_to_lazy or the next
- * optimizer step replaces nothing: steps update in place). */
+ * tensors BORROWED: a name while m lives, a tensor until kiln_model_to_lazy
+ * replaces it (optimizer steps update in place). */
 KILN_API int kiln_model_n_tensors(const kiln_model *m);
 KILN_API const char *kiln_model_tensor_name(const kiln_model *m, int i);
 KILN_API kiln_tensor *kiln_model_tensor(const kiln_model *m, int i);

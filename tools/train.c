@@ -14,6 +14,7 @@ static int train_usage(FILE *f) {
   fprintf(f,
           "usage: kiln train [options]\n"
           "  --model mlp|cnn|lstm      model (default mlp)\n"
+          "  --graph G.ir --weights W.safetensors  train a model from tools/kiln-export\n"
           "  --mode eager|jit|lazy     how steps run (default eager)\n"
           "  --epochs N                total epochs (default 2; a resumed run continues to N)\n"
           "  --batch B                 batch size (default 64)\n"
@@ -75,6 +76,8 @@ int kiln_cmd_train(int argc, char **argv) {
     long long n = 0;
     char *end;
     if (strcmp(a, "--model") == 0) o.model = v;
+    else if (strcmp(a, "--graph") == 0) o.graph_path = v;
+    else if (strcmp(a, "--weights") == 0) o.weights_path = v;
     else if (strcmp(a, "--mode") == 0) {
       int m = kiln_nn_mode_parse(v);
       if (m < 0) return bad_value(a, v);

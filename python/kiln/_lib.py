@@ -88,7 +88,8 @@ class TrainOpts(ctypes.Structure):
                 ("metrics_path", S), ("max_steps", I64), ("sync_phases", B),
                 ("train_limit", I64), ("test_limit", I64), ("eval_batch", I64),
                 ("out", P), ("progress", B), ("dist", B), ("bucket_mb", D),
-                ("dist_timeout", D), ("no_sync_steps", I64), ("on_step", STEP_FN), ("on_step_ud", P)]
+                ("dist_timeout", D), ("no_sync_steps", I64), ("on_step", STEP_FN), ("on_step_ud", P),
+                ("graph_path", S), ("weights_path", S)]
 
 
 class TrainResult(ctypes.Structure):

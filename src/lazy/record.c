@@ -117,20 +117,50 @@ lazy_node *lazy_symbolic_node(const op_meta *m) {
 }
 
 /* Scalars: a small value-keyed cache of 0-d device data, as LTC's
- * device-data cache; a miss bumps DeviceDataCacheMiss. */
-#define SCALAR_CACHE 64
-static struct {
+ * device-data cache; a miss bumps DeviceDataCacheMiss.
+ *
+ * Note [Scalar cache eviction]: a value used twice in one step must be
+ * one node both times, or the step's graph changes shape (and recompiles)
+ * with the cache's state. So a miss replaces only an entry nothing but the
+ * cache refers to (refcount 1: no pending IR uses it), taken round-robin;
+ * when every entry is in use the cache grows. */
+enum { SCALAR_CACHE_MIN = 64 };
+typedef struct scalar_entry {
   uint8_t tag;
   uint64_t bits;
   lazy_node *node;
-} scalar_cache[SCALAR_CACHE];
-static int scalar_cache_next;
+} scalar_entry;
+static scalar_entry *scalar_cache;
+static int scalar_cache_cap, scalar_cache_next;
+
+/* A slot for a new entry (its old node released), or -1 on OOM. */
+static int scalar_slot(void) {
+  for (int k = 0; k < scalar_cache_cap; k++) {
+    int i = (scalar_cache_next + k) % scalar_cache_cap;
+    lazy_node *n = scalar_cache[i].node;
+    if (!n || n->refcount == 1) {
+      scalar_cache_next = (i + 1) % scalar_cache_cap;
+      lazy_node_release(n);
+      scalar_cache[i].node = NULL;
+      return i;
+    }
+  }
+  int cap = scalar_cache_cap ? 2 * scalar_cache_cap : SCALAR_CACHE_MIN;
+  scalar_entry *c = core_realloc(scalar_cache, (size_t)cap * sizeof *c);
+  if (!c) return -1;
+  memset(c + scalar_cache_cap, 0, (size_t)(cap - scalar_cache_cap) * sizeof *c);
+  int i = scalar_cache_cap;
+  scalar_cache = c;
+  scalar_cache_cap = cap;
+  scalar_cache_next = (i + 1) % cap;
+  return i;
+}
 
 static lazy_node *scalar_node(const op_val *v) {
   double d = op_val_num(v);
   uint64_t bits;
   memcpy(&bits, &d, sizeof bits);
-  for (int i = 0; i < SCALAR_CACHE; i++)
+  for (int i = 0; i < scalar_cache_cap; i++)
     if (scalar_cache[i].node && scalar_cache[i].tag == v->tag && scalar_cache[i].bits == bits) {
       lazy_node_retain(scalar_cache[i].node);
       return scalar_cache[i].node;
@@ -149,12 +179,13 @@ static lazy_node *scalar_node(const op_val *v) {
   n->hash = data_hash(n->data, v->tag, true);
   n->shape_free_hash = n->hash;
   lazy_metric_add(LAZY_M_DEVICE_DATA_CACHE_MISS, 1);
-  int slot = scalar_cache_next++ % SCALAR_CACHE;
-  lazy_node_release(scalar_cache[slot].node);
-  scalar_cache[slot].tag = v->tag;
-  scalar_cache[slot].bits = bits;
-  scalar_cache[slot].node = n;
-  lazy_node_retain(n);
+  int slot = scalar_slot();
+  if (slot >= 0) { /* else uncached: still a valid node */
+    scalar_cache[slot].tag = v->tag;
+    scalar_cache[slot].bits = bits;
+    scalar_cache[slot].node = n;
+    lazy_node_retain(n);
+  }
   return n;
 }
 

@@ -214,6 +214,8 @@ static int emit_renamed(binder *b, const char *p, const char *e) {
       continue;
     }
     if (*p == '#') break; /* a source comment: dropped */
+    if (*p == ',' && (size_t)(e - p) >= 9 && memcmp(p, ", scope: ", 9) == 0)
+      break; /* a traced graph's module scope: dropped */
     char name[256];
     const char *q = p;
     if (*p == '%' && read_value(&q, e, name, sizeof name)) {
@@ -246,6 +248,24 @@ static int bind_getattr(binder *b, const line_getattr *g, const char *indent, si
   memset(&a, 0, sizeof a);
   int rc = b->resolve(b->ud, path, g->type, &a);
   if (rc < 0) return rc;
+  if (a.kind == NN_BIND_TENSOR_LIST) {
+    core_strbuf_append(&b->body, indent, n_indent);
+    core_strbuf_printf(&b->body, "%%%s : Tensor[] = prim::ListConstruct(", g->out);
+    for (int j = 0; j < a.n_list; j++) {
+      const char *cur = smap_get(&b->current, a.list[j]);
+      char name[300];
+      snprintf(name, sizeof name, "%s.kl%d", g->out, j);
+      if (!cur) {
+        if ((rc = smap_set(&b->current, a.list[j], name)) < 0) return rc;
+        if ((rc = push(&b->out->tensor_paths, &b->out->n_tensors, a.list[j])) < 0) return rc;
+        core_strbuf_printf(&b->inputs, ",\n      %%%s : Tensor", name);
+        cur = name;
+      }
+      core_strbuf_printf(&b->body, "%s%%%s", j ? ", " : "", cur);
+    }
+    core_strbuf_append(&b->body, ")\n", 2);
+    return 0;
+  }
   if (a.kind == NN_BIND_TENSOR) {
     const char *cur = smap_get(&b->current, path);
     if (cur) return smap_set(&b->renames, g->out, cur);
@@ -273,7 +293,7 @@ static int bind_setattr(binder *b, const line_getattr *g, size_t n_indent) {
   if (a.kind != NN_BIND_TENSOR)
     return berr(b, KILN_ERR_UNSUPPORTED, "prim::SetAttr of the non-tensor attribute ", path,
                 "(only tensors can be written back)");
-  if (n_indent != 2)
+  if (n_indent > 3) /* the top block: 2 spaces, and 1 for the empty output list */
     return berr(b, KILN_ERR_UNSUPPORTED, "prim::SetAttr of ", path,
                 "inside an If or Loop block (only the top block's are supported)");
   const char *r = smap_get(&b->renames, g->val);

@@ -6,12 +6,16 @@
 #include "core/core.h"
 
 /* What a GetAttr chain ending at a path stands for. */
-typedef enum { NN_BIND_TENSOR = 1, NN_BIND_CONST = 2 } nn_bind_kind;
+typedef enum { NN_BIND_TENSOR = 1, NN_BIND_CONST = 2, NN_BIND_TENSOR_LIST = 3 } nn_bind_kind;
+
+enum { NN_BIND_MAX_LIST = 64 };
 
 typedef struct nn_bind_attr {
   nn_bind_kind kind;
   char type[64];    /* CONST: the value's IR type ("bool", "NoneType", "int[]") */
   char text[512];   /* CONST: the node ("prim::Constant[value=1]()") */
+  int n_list;       /* TENSOR_LIST: the paths of its tensors (nn.LSTM's _flat_weights) */
+  char list[NN_BIND_MAX_LIST][160];
 } nn_bind_attr;
 
 /* Says what path (declared type decl_type in the graph) is; returns 0, or

@@ -33,7 +33,7 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
                                  const kiln_checkpoint_info *info) {
   if (!path || !m || !info)
     return core_error(KILN_ERR_INVALID, "checkpoint_save: NULL path, module or info");
-  int n_st = kiln_optim_n_state(o), n = m->n_params + n_st, rc = 0;
+  int n_st = kiln_optim_n_state(o), nb = m->n_buffers, n = m->n_params + nb + n_st, rc = 0;
   const char **names = core_calloc((size_t)(n ? n : 1), sizeof *names);
   char **owned = core_calloc((size_t)(n_st ? n_st : 1), sizeof *owned);
   kiln_tensor **ts = core_calloc((size_t)(n ? n : 1), sizeof *ts);
@@ -48,17 +48,21 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
     if (i < m->n_params) {
       names[i] = m->names[i];
       t = m->params[i];
+    } else if (i < m->n_params + nb) {
+      names[i] = m->buffer_names[i - m->n_params];
+      t = m->buffers[i - m->n_params];
     } else {
-      const char *sn = kiln_optim_state_name(o, i - m->n_params);
+      int j = i - m->n_params - nb;
+      const char *sn = kiln_optim_state_name(o, j);
       size_t len = strlen(OPTIM_PREFIX) + strlen(sn) + 1;
-      owned[i - m->n_params] = core_alloc(len);
-      if (!owned[i - m->n_params]) {
+      owned[j] = core_alloc(len);
+      if (!owned[j]) {
         rc = KILN_ERR_NOMEM;
         break;
       }
-      snprintf(owned[i - m->n_params], len, OPTIM_PREFIX "%s", sn);
-      names[i] = owned[i - m->n_params];
-      t = kiln_optim_state(o, i - m->n_params);
+      snprintf(owned[j], len, OPTIM_PREFIX "%s", sn);
+      names[i] = owned[j];
+      t = kiln_optim_state(o, j);
     }
     /* CPU and contiguous now, so that the CRC sees the bytes written */
     kiln_tensor *c = kiln_to_cpu(t);
@@ -179,6 +183,23 @@ static int check_match(const char *path, const char *name, const kiln_tensor *wa
   return 0;
 }
 
+/* Saved tensor i of m and o: parameters, buffers, optimizer state; its
+ * name in the file into name. */
+static kiln_tensor *slot(const kiln_nn_module *m, const kiln_optim *o, int i, char *name,
+                         size_t n) {
+  if (i < m->n_params) {
+    snprintf(name, n, "%s", m->names[i]);
+    return m->params[i];
+  }
+  if ((i -= m->n_params) < m->n_buffers) {
+    snprintf(name, n, "%s", m->buffer_names[i]);
+    return m->buffers[i];
+  }
+  i -= m->n_buffers;
+  snprintf(name, n, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i));
+  return kiln_optim_state(o, i);
+}
+
 kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
                                  kiln_checkpoint_info *info) {
   if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
@@ -188,7 +209,8 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   int n_st = kiln_optim_n_state(o), rc = read_info(st, path, &inf);
   int n_file = kiln_safetensors_n_tensors(st);
   bool *used = core_calloc((size_t)(n_file ? n_file : 1), sizeof *used);
-  kiln_tensor **src = core_calloc((size_t)(m->n_params + n_st + 1), sizeof *src);
+  int nb = m->n_buffers, n_all = m->n_params + nb + n_st;
+  kiln_tensor **src = core_calloc((size_t)(n_all + 1), sizeof *src);
   char name[512];
   if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
   if (rc < 0) goto done;
@@ -204,15 +226,8 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
                     kiln_optim_name(o));
     goto done;
   }
-  for (int i = 0; i < m->n_params + n_st && rc == 0; i++) {
-    kiln_tensor *want;
-    if (i < m->n_params) {
-      snprintf(name, sizeof name, "%s", m->names[i]);
-      want = m->params[i];
-    } else {
-      snprintf(name, sizeof name, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i - m->n_params));
-      want = kiln_optim_state(o, i - m->n_params);
-    }
+  for (int i = 0; i < n_all && rc == 0; i++) {
+    kiln_tensor *want = slot(m, o, i, name, sizeof name);
     for (int k = 0; k < n_file; k++)
       if (strcmp(kiln_safetensors_name(st, k), name) == 0) {
         used[k] = true;
@@ -230,10 +245,7 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   if (rc < 0) goto done;
   /* everything checked: now write */
   bool was = kiln_set_grad_enabled(false);
-  for (int i = 0; i < m->n_params + n_st && rc == 0; i++) {
-    kiln_tensor *dst = i < m->n_params ? m->params[i] : kiln_optim_state(o, i - m->n_params);
-    rc = kiln_copy_(dst, src[i]);
-  }
+  for (int i = 0; i < n_all && rc == 0; i++) rc = kiln_copy_(slot(m, o, i, name, sizeof name), src[i]);
   kiln_set_grad_enabled(was);
   if (rc == 0 && o) {
     kiln_optim_set_steps(o, inf.step);

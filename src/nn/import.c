@@ -3,7 +3,15 @@
  * into a kiln_function per training flag, with the state_dict's tensors as
  * named parameters (a kiln_nn_module, so optimizers and checkpoints work)
  * and buffers. Checks the weights against the graph's manifest (Note
- * [Export manifest]). */
+ * [Export manifest]).
+ *
+ * Note [Model modes]: the three modes run the same bound graph. jit gives
+ * it to the profiling executor (profile, specialize, differentiate, fuse);
+ * eager and lazy build the function with bailout depth 0, which interprets
+ * the graph node by node through the op table: on CPU tensors that is
+ * eager execution with autograd recording each op, on LAZY tensors
+ * (kiln_model_to_lazy, lazy inputs) it records the step's IR for
+ * kiln_mark_step. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -45,7 +53,7 @@ struct kiln_model {
   char **names;
   bool *is_param;
   int *param_ix;
-  kiln_tensor **buffers;      /* [n] (NULL for parameters) */
+  int *buffer_ix;             /* [n]: index into module's buffers (-1 for parameters) */
   kiln_nn_module *module;
   /* per training flag (0, 1): the bound graph and its function */
   nn_bound bound[2];
@@ -159,20 +167,21 @@ static int add_tensor(kiln_model *m, const char *name, kiln_tensor *t, bool para
   if (ip) m->is_param = ip;
   int *px = core_realloc(m->param_ix, (size_t)(i + 1) * sizeof *px);
   if (px) m->param_ix = px;
-  kiln_tensor **bs = core_realloc(m->buffers, (size_t)(i + 1) * sizeof *bs);
-  if (bs) m->buffers = bs;
+  int *bs = core_realloc(m->buffer_ix, (size_t)(i + 1) * sizeof *bs);
+  if (bs) m->buffer_ix = bs;
   if (!names || !ip || !px || !bs || !(names[i] = core_strdup(name))) return KILN_ERR_NOMEM;
   m->n++;
   ip[i] = param && core_dtype_is_floating(t->dtype);
   px[i] = -1;
-  bs[i] = NULL;
+  bs[i] = -1;
   int rc = 0;
   kiln_scope_begin(); /* the clones' references: the module's, or kept */
   kiln_tensor *c = kiln_clone(t); /* the file's tensors stay the file's */
   if (!c) rc = KILN_ERR_NOMEM;
   else if (ip[i]) rc = kiln_nn_module_add_param(m->module, name, c);
-  else bs[i] = kiln_keep(c);
-  if (rc == 0 && ip[i]) px[i] = m->module->n_params - 1;
+  else if ((rc = nn_module_add_buffer(m->module, name, c)) >= 0) bs[i] = rc;
+  if (rc >= 0 && ip[i]) px[i] = m->module->n_params - 1;
+  if (rc > 0) rc = 0;
   kiln_scope_end();
   return rc;
 }
@@ -294,7 +303,7 @@ static bool is_tensor_type(const char *t) {
 static bool simple_type(const char *t) {
   static const char *ok[] = {"int",    "float",   "bool",   "str",    "int[]",  "float[]",
                              "bool[]", "str[]",   "int?",   "float?", "bool?",  "str?",
-                             "int[]?", "float[]?", "NoneType", "Tensor?"};
+                             "int[]?", "float[]?", "NoneType", "Tensor?", "Tensor[]"};
   for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
     if (strcmp(t, ok[i]) == 0) return true;
   return false;
@@ -423,6 +432,25 @@ static int resolve(void *ud, const char *path, const char *decl, nn_bind_attr *o
   if (!v)
     return core_error(KILN_ERR_FORMAT, "model: weights '%s': metadata '%s' is not JSON: %s",
                       m->weights_name, key, jerr.text);
+  json_t *tl = json_is_object(v) ? json_object_get(v, "tensors") : NULL;
+  if (strcmp(decl, "Tensor[]") == 0 && json_is_array(tl)) {
+    size_t k;
+    json_t *x;
+    int rc = 0;
+    out->kind = NN_BIND_TENSOR_LIST;
+    json_array_foreach(tl, k, x) {
+      const char *p = json_is_string(x) ? json_string_value(x) : "";
+      if (k >= NN_BIND_MAX_LIST || strlen(p) >= sizeof out->list[0] || find_name(m, p) < 0) {
+        rc = core_error(KILN_ERR_INVALID,
+                        "model: weights '%s': %s lists '%s', which is not one of its tensors",
+                        m->weights_name, path, p);
+        break;
+      }
+      snprintf(out->list[out->n_list++], sizeof out->list[0], "%s", p);
+    }
+    json_decref(v);
+    return rc;
+  }
   if (is_tensor_type(decl) && !json_is_null(v)) {
     json_decref(v);
     return core_error(KILN_ERR_INVALID,
@@ -442,6 +470,10 @@ static int ensure_bound(kiln_model *m, bool tr) {
   nn_bound *b = &m->bound[k];
   int rc = nn_bind_module_graph(m->text, m->len, m->graph_name, resolve, &c, b);
   if (rc < 0) return rc;
+  const char *wclass = kiln_safetensors_metadata(m->st, "kiln.class");
+  if (!m->klass[0] && wclass && b->self_class && strcmp(wclass, b->self_class) != 0)
+    return core_error(KILN_ERR_INVALID, "model: weights '%s' are for %s, but the graph '%s' is %s",
+                      m->weights_name, wclass, m->graph_name, b->self_class);
   m->input_ix[k] = core_calloc((size_t)(b->n_tensors + 1), sizeof(int));
   m->set_ix[k] = core_calloc((size_t)(b->n_sets + 1), sizeof(int));
   if (!m->input_ix[k] || !m->set_ix[k]) return KILN_ERR_NOMEM;
@@ -521,14 +553,11 @@ void kiln_model_free(kiln_model *m) {
     core_free(m->input_ix[k]);
     core_free(m->set_ix[k]);
   }
-  for (int i = 0; i < m->n; i++) {
-    core_free(m->names[i]);
-    kiln_release(m->buffers[i]);
-  }
+  for (int i = 0; i < m->n; i++) core_free(m->names[i]);
   core_free(m->names);
   core_free(m->is_param);
   core_free(m->param_ix);
-  core_free(m->buffers);
+  core_free(m->buffer_ix);
   kiln_nn_module_free(m->module);
   kiln_safetensors_free(m->st);
   core_free(m->man);
@@ -550,7 +579,7 @@ bool kiln_model_tensor_is_param(const kiln_model *m, int i) {
 
 kiln_tensor *kiln_model_tensor(const kiln_model *m, int i) {
   if (!m || i < 0 || i >= m->n) return NULL;
-  return m->is_param[i] ? m->module->params[m->param_ix[i]] : m->buffers[i];
+  return m->is_param[i] ? m->module->params[m->param_ix[i]] : m->module->buffers[m->buffer_ix[i]];
 }
 
 kiln_tensor *kiln_model_find(const kiln_model *m, const char *name) {
@@ -654,21 +683,7 @@ done:
 
 kiln_status kiln_model_to_lazy(kiln_model *m) {
   if (!m) return core_error(KILN_ERR_INVALID, "model_to_lazy: NULL model");
-  int rc = kiln_nn_module_to_lazy(m->module);
-  for (int i = 0; i < m->n && rc == 0; i++) {
-    kiln_tensor *t = m->buffers[i];
-    if (!t || kiln_tensor_is_lazy(t)) continue;
-    kiln_scope_begin();
-    kiln_tensor *lz = kiln_to_lazy(t);
-    if (lz) {
-      m->buffers[i] = kiln_keep(lz);
-      kiln_release(t);
-    } else {
-      rc = KILN_ERR_NOMEM;
-    }
-    kiln_scope_end();
-  }
-  return rc;
+  return kiln_nn_module_to_lazy(m->module); /* parameters and buffers */
 }
 
 kiln_status kiln_model_save(const kiln_model *m, const char *path) {

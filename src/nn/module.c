@@ -21,6 +21,12 @@ void kiln_nn_module_free(kiln_nn_module *m) {
     core_free(m->names[i]);
   }
   for (int i = 0; i < m->n_layers; i++) core_free(m->layers[i]);
+  for (int i = 0; i < m->n_buffers; i++) {
+    kiln_release(m->buffers[i]);
+    core_free(m->buffer_names[i]);
+  }
+  core_free(m->buffers);
+  core_free(m->buffer_names);
   core_free(m->params);
   core_free(m->names);
   core_free(m->layers);
@@ -85,9 +91,34 @@ int64_t kiln_nn_module_numel(const kiln_nn_module *m) {
   return n;
 }
 
+int nn_module_add_buffer(kiln_nn_module *m, const char *name, kiln_tensor *t) {
+  char **names = core_realloc(m->buffer_names, (size_t)(m->n_buffers + 1) * sizeof *names);
+  if (!names) return KILN_ERR_NOMEM;
+  m->buffer_names = names;
+  kiln_tensor **bs = core_realloc(m->buffers, (size_t)(m->n_buffers + 1) * sizeof *bs);
+  if (!bs) return KILN_ERR_NOMEM;
+  m->buffers = bs;
+  if (!(names[m->n_buffers] = core_strdup(name))) return KILN_ERR_NOMEM;
+  bs[m->n_buffers] = kiln_retain(t);
+  return m->n_buffers++;
+}
+
 kiln_status kiln_nn_module_to_lazy(kiln_nn_module *m) {
   if (!m) return core_error(KILN_ERR_INVALID, "nn_module_to_lazy: NULL module");
   int rc = KILN_OK;
+  for (int i = 0; i < m->n_buffers && rc == KILN_OK; i++) {
+    kiln_tensor *b = m->buffers[i];
+    if (kiln_tensor_is_lazy(b)) continue;
+    kiln_scope_begin();
+    kiln_tensor *lz = kiln_to_lazy(b);
+    if (lz) {
+      m->buffers[i] = kiln_keep(lz);
+      kiln_release(b);
+    } else {
+      rc = KILN_ERR_NOMEM;
+    }
+    kiln_scope_end();
+  }
   for (int i = 0; i < m->n_params && rc == KILN_OK; i++) {
     kiln_tensor *p = m->params[i];
     if (kiln_tensor_is_lazy(p)) continue;

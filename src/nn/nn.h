@@ -31,10 +31,19 @@ struct kiln_nn_module {
   kiln_tensor **params;     /* owned references */
   int n_layers, cap_layers;
   kiln_nn_layer **layers;   /* owned */
+  int n_buffers;            /* tensors saved with the parameters that are not
+                               trained (BatchNorm's running statistics) */
+  char **buffer_names;
+  kiln_tensor **buffers;    /* owned references */
   bool training;
   const char *arch;         /* static string, or NULL */
   nn_forward_fn forward;
 };
+
+/* Adds buffer t under name (copied): retains t, which does not require
+ * grad. Checkpoints save and load buffers beside the parameters. Returns
+ * its index or a negative status. */
+int nn_module_add_buffer(kiln_nn_module *m, const char *name, kiln_tensor *t);
 
 /* The parameter at index i of l's owner (borrowed), NULL for -1. */
 static inline kiln_tensor *nn_layer_param(const kiln_nn_layer *l, int k) {

@@ -32,7 +32,8 @@ struct kiln_safetensors {
 };
 
 /* Every dtype the format defines, with its width in bits; kiln reads the
- * ones with a kiln dtype. */
+ * ones with a kiln dtype: F16 and BF16 widened to float32, I32 to int64
+ * (Note [Widened dtypes]). */
 static const struct {
   const char *name;
   int bits;
@@ -41,12 +42,62 @@ static const struct {
     {"BOOL", 8, KILN_DTYPE_BOOL}, {"F4", 4, -1},      {"F6_E2M3", 6, -1}, {"F6_E3M2", 6, -1},
     {"U8", 8, -1},                {"I8", 8, -1},      {"F8_E5M2", 8, -1}, {"F8_E4M3", 8, -1},
     {"F8_E8M0", 8, -1},           {"F8_E4M3FNUZ", 8, -1}, {"F8_E5M2FNUZ", 8, -1},
-    {"I16", 16, -1},              {"U16", 16, -1},    {"F16", 16, -1},    {"BF16", 16, -1},
-    {"I32", 32, -1},              {"U32", 32, -1},    {"F32", 32, KILN_DTYPE_F32},
+    {"I16", 16, -1},              {"U16", 16, -1},    {"F16", 16, KILN_DTYPE_F32},
+    {"BF16", 16, KILN_DTYPE_F32}, {"I32", 32, KILN_DTYPE_I64},              {"U32", 32, -1},    {"F32", 32, KILN_DTYPE_F32},
     {"C64", 64, -1},              {"F64", 64, KILN_DTYPE_F64}, {"I64", 64, KILN_DTYPE_I64},
     {"U64", 64, -1},
 };
 enum { N_ST_DTYPES = sizeof st_dtypes / sizeof st_dtypes[0] };
+
+/* Note [Widened dtypes]: PyTorch saves half-precision weights (F16, BF16)
+ * and int32 counters; kiln computes in float32 and int64, so the loader
+ * converts them exactly (every F16/BF16 value is a float32, every int32 an
+ * int64). Files kiln writes hold its own dtypes. */
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else { /* subnormal: normalise */
+      exp = 127 - 15 + 1;
+      while (!(man & 1024)) {
+        man <<= 1;
+        exp--;
+      }
+      bits = sign | exp << 23 | (man & 1023) << 13;
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | man << 13;
+  } else {
+    bits = sign | (exp + 127 - 15) << 23 | man << 13;
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static void widen(void *dst, const unsigned char *src, size_t nb, const char *name) {
+  if (strcmp(name, "I32") == 0) {
+    int64_t *d = dst;
+    for (size_t i = 0; i < nb / 4; i++) {
+      int32_t v;
+      memcpy(&v, src + 4 * i, 4);
+      d[i] = v;
+    }
+    return;
+  }
+  float *d = dst;
+  bool bf = strcmp(name, "BF16") == 0;
+  for (size_t i = 0; i < nb / 2; i++) {
+    uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+    if (bf) {
+      uint32_t bits = (uint32_t)h << 16;
+      memcpy(&d[i], &bits, 4);
+    } else {
+      d[i] = half_to_float(h);
+    }
+  }
+}
 
 static const char *st_name_of(kiln_dtype dt) {
   switch (dt) {
@@ -264,11 +315,17 @@ static kiln_safetensors *st_parse(unsigned char *buf, size_t n, const char *name
     st_entry *e = &st->e[i];
     int kd = st_dtypes[e->dtype_code].kiln;
     if (kd < 0)
-      FAIL(KILN_ERR_UNSUPPORTED, "\"%s\": dtype %s is not supported (F32, F64, I64, BOOL are)",
+      FAIL(KILN_ERR_UNSUPPORTED,
+           "\"%s\": dtype %s is not supported (F32, F64, I64, BOOL are; F16, BF16, I32 widen)",
            name, e->name, st_dtypes[e->dtype_code].name);
     e->t = core_tensor_new(e->ndim, e->shape, (kiln_dtype)kd);
     if (!e->t) goto oom;
     size_t nb = (size_t)(e->end - e->begin);
+    int bits = st_dtypes[e->dtype_code].bits;
+    if (bits != (int)(8 * kiln_dtype_size((kiln_dtype)kd)) && kd != KILN_DTYPE_BOOL) {
+      widen(core_data(e->t), buf + st->data_off + e->begin, nb, st_dtypes[e->dtype_code].name);
+      continue;
+    }
     if (nb) memcpy(core_data(e->t), buf + st->data_off + e->begin, nb);
     if (kd == KILN_DTYPE_BOOL) {
       unsigned char *b = core_data(e->t);

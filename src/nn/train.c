@@ -24,6 +24,9 @@ typedef struct trainer {
   kiln_optim *opt;
   kiln_graph *graph;          /* jit */
   kiln_function *fn;          /* jit */
+  kiln_model *model;          /* an imported model (opts graph_path); m is its module */
+  int64_t ex_shape[KILN_MAX_DIMS]; /* its example input */
+  int ex_ndim;
   kiln_data *train, *test;
   kiln_data_loader *loader, *test_loader;
   kiln_generator *gen;
@@ -76,7 +79,32 @@ void kiln_nn_train_result_free(kiln_nn_train_result *r) {
 /* ---- the forward in each mode -------------------------------------------- */
 
 /* Logits for images x [B, 1, 28, 28] (already lazy in lazy mode). */
+/* Images [B, 1, 28, 28] shaped as the imported model's example input:
+ * flat ([1, 784]), or C channels (grey repeated). */
+static kiln_tensor *model_forward(trainer *t, kiln_tensor *x) {
+  int64_t B = kiln_tensor_size(x, 0);
+  if (t->ex_ndim == 2) {
+    x = kiln_reshape(x, 2, (int64_t[]){B, kiln_tensor_numel(x) / (B ? B : 1)});
+  } else if (t->ex_ndim == 4 && t->ex_shape[1] != 1) {
+    int64_t c = t->ex_shape[1];
+    x = kiln_contiguous(kiln_expand(x, 4, (int64_t[]){B, c, kiln_tensor_size(x, 2),
+                                                      kiln_tensor_size(x, 3)}));
+  } else if (t->ex_ndim == 3) {
+    x = kiln_reshape(x, 3, (int64_t[]){B, kiln_tensor_size(x, 2), kiln_tensor_size(x, 3)});
+  }
+  if (!x) return NULL;
+  kiln_value in = {.kind = KILN_VALUE_TENSOR, .t = x}, out[8];
+  int k = kiln_model_call(t->model, &in, 1, out, 8);
+  if (k < 0) return NULL;
+  if (k < 1 || out[0].kind != KILN_VALUE_TENSOR) {
+    core_error(KILN_ERR_STATE, "train: the graph '%s' returned no tensor", t->o->graph_path);
+    return NULL;
+  }
+  return out[0].t;
+}
+
 static kiln_tensor *forward(trainer *t, kiln_tensor *x) {
+  if (t->model) return model_forward(t, x);
   if (!t->fn) return kiln_nn_module_forward(t->m, x);
   kiln_value in[16], out[1];
   int n = 0;
@@ -238,7 +266,9 @@ static int setup(trainer *t, const kiln_nn_train_opts *o) {
   t->arch = -1;
   for (int i = 0; i < 3; i++)
     if (o->model && strcmp(o->model, archs[i]) == 0) t->arch = i;
-  if (t->arch < 0)
+  if (o->graph_path && !o->weights_path)
+    return core_error(KILN_ERR_INVALID, "train: --graph needs --weights");
+  if (t->arch < 0 && !o->graph_path)
     return core_error(KILN_ERR_INVALID, "train: unknown model '%s' (mlp, cnn, lstm)",
                       o->model ? o->model : "(null)");
   if ((unsigned)o->mode > KILN_NN_LAZY)
@@ -281,13 +311,27 @@ static int setup(trainer *t, const kiln_nn_train_opts *o) {
   t->test_loader = kiln_data_loader_new(t->test, o->eval_batch, false);
   t->gen = kiln_generator_new(o->seed);
   if (!t->loader || !t->test_loader || !t->gen) return KILN_ERR_NOMEM;
-  t->m = kiln_nn_model_new(o->model, t->gen);
+  if (o->graph_path) {
+    kiln_model_opts mo;
+    kiln_model_opts_default(&mo);
+    mo.mode = o->mode == KILN_NN_LAZY ? KILN_NN_EAGER : o->mode; /* lazy: moved below */
+    mo.training = 1;
+    t->model = kiln_model_load(o->graph_path, o->weights_path, &mo);
+    if (!t->model) return KILN_ERR_INVALID;
+    t->m = kiln_model_module(t->model);
+    t->ex_ndim = kiln_model_input_shape(t->model, 0, t->ex_shape, NULL);
+    if (kiln_model_n_inputs(t->model) != 1)
+      return core_error(KILN_ERR_INVALID, "train: the graph '%s' takes %d inputs (1: the images)",
+                        o->graph_path, kiln_model_n_inputs(t->model));
+  } else {
+    t->m = kiln_nn_model_new(o->model, t->gen);
+  }
   if (!t->m) return KILN_ERR_INVALID;
   t->opt = kiln_optim_new(t->m, &oo);
   if (!t->opt) return KILN_ERR_INVALID;
   t->base_lr = oo.lr;
   kiln_generator_get_state(t->gen, t->epoch_rng);
-  if (o->mode == KILN_NN_JIT) {
+  if (o->mode == KILN_NN_JIT && !t->model) {
     const char *ir = kiln_nn_model_ir(o->model);
     t->graph = kiln_graph_parse(ir, strlen(ir));
     t->fn = t->graph ? kiln_function_new(t->graph) : NULL;
@@ -304,7 +348,8 @@ static void teardown(trainer *t) {
   kiln_function_free(t->fn);
   kiln_graph_free(t->graph);
   kiln_optim_free(t->opt);
-  kiln_nn_module_free(t->m);
+  if (t->model) kiln_model_free(t->model); /* frees its module, t->m */
+  else kiln_nn_module_free(t->m);
   kiln_data_loader_free(t->loader);
   kiln_data_loader_free(t->test_loader);
   kiln_data_free(t->train);
@@ -321,9 +366,9 @@ static void read_counters(trainer *t) {
   if (lazy_mode(t)) {
     for (int k = 0; k < NN_N_COUNTERS; k++)
       t->counters[k] = kiln_lazy_counter(nn_lazy_counter_names[k]);
-  } else if (t->fn) {
+  } else if (t->fn || (t->model && t->o->mode == KILN_NN_JIT)) {
     kiln_function_stats s;
-    kiln_function_get_stats(t->fn, &s);
+    kiln_function_get_stats(t->fn ? t->fn : kiln_model_function(t->model), &s);
     int64_t v[NN_N_JIT_COUNTERS] = {s.profiling_runs, s.optimizations, s.guard_passes,
                                     s.guard_failures, s.fallback_calls};
     memcpy(t->counters, v, sizeof v);
@@ -333,7 +378,7 @@ static void read_counters(trainer *t) {
 static int save(trainer *t, int64_t epoch, int64_t batch) {
   kiln_checkpoint_info info;
   memset(&info, 0, sizeof info);
-  snprintf(info.model, sizeof info.model, "%s", t->o->model);
+  snprintf(info.model, sizeof info.model, "%s", t->model ? "graph" : t->o->model);
   snprintf(info.optimizer, sizeof info.optimizer, "%s", kiln_optim_name(t->opt));
   info.lr = kiln_optim_lr(t->opt);
   info.step = t->step;
@@ -353,7 +398,8 @@ static int save(trainer *t, int64_t epoch, int64_t batch) {
 static void print_header(const trainer *t, FILE *out, int64_t start_epoch, int64_t start_batch) {
   const kiln_nn_train_opts *o = t->o;
   fprintf(out, "kiln train: model %s (%" PRId64 " parameters), mode %s%s, optimizer %s (lr %g",
-          o->model, kiln_nn_module_numel(t->m), kiln_nn_mode_name(o->mode),
+          t->model ? o->graph_path : o->model, kiln_nn_module_numel(t->m),
+          kiln_nn_mode_name(o->mode),
           o->mode != KILN_NN_LAZY ? ""
           : o->sync_phases        ? " (3 syncs per step)"
                                   : " (1 sync per step)",
@@ -473,7 +519,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   if (rc == 0 && o->dist) rc = dist_setup(&t);
   if (rc == 0 && o->dist && !lazy_mode(&t)) rc = dist_reducer(&t);
   if (rc == 0 && lazy_mode(&t)) {
-    rc = kiln_nn_module_to_lazy(t.m);
+    rc = t.model ? kiln_model_to_lazy(t.model) : kiln_nn_module_to_lazy(t.m);
     if (rc == 0) rc = kiln_optim_to_lazy(t.opt);
     if (rc == 0 && o->dist) rc = dist_reducer(&t);
     if (rc == 0) rc = kiln_mark_step(); /* a checkpoint loaded into lazy state */
@@ -481,7 +527,8 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   }
   if (rc < 0) goto done;
   t.log.first_step = t.step + 1;
-  t.log.n_counters = lazy_mode(&t) ? NN_N_COUNTERS : t.fn ? NN_N_JIT_COUNTERS : 0;
+  bool jit = t.fn || (t.model && o->mode == KILN_NN_JIT);
+  t.log.n_counters = lazy_mode(&t) ? NN_N_COUNTERS : jit ? NN_N_JIT_COUNTERS : 0;
   t.log.counter_names = lazy_mode(&t) ? nn_lazy_counter_names : nn_jit_counter_names;
   if (out) print_header(&t, out, start_epoch, start_batch);
 
@@ -553,13 +600,14 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
               final_acc);
   }
   if (rc == 0 && o->plot_path && lead) {
-    char title[128];
-    snprintf(title, sizeof title, "kiln train --model %s --mode %s", o->model,
-             kiln_nn_mode_name(o->mode));
+    char title[300];
+    snprintf(title, sizeof title, "kiln train --%s %.200s --mode %s", o->graph_path ? "graph" : "model",
+             o->graph_path ? o->graph_path : o->model, kiln_nn_mode_name(o->mode));
     rc = nn_write_plot(o->plot_path, &t.log, title);
   }
   if (rc == 0 && o->metrics_path && lead)
-    rc = nn_write_metrics(o->metrics_path, &t.log, kiln_nn_mode_name(o->mode), o->model);
+    rc = nn_write_metrics(o->metrics_path, &t.log, kiln_nn_mode_name(o->mode),
+                          o->graph_path ? o->graph_path : o->model);
   if (rc == 0 && out) {
     double total = nn_now() - t_start;
     fprintf(out,
@@ -568,7 +616,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
             steps_this_run, samples, train_time,
             train_time > 0 ? (double)samples / train_time : 0.0, total);
     if (lazy_mode(&t)) print_lazy_summary(out);
-    if (t.fn) print_jit_summary(out, t.fn);
+    if (jit) print_jit_summary(out, t.fn ? t.fn : kiln_model_function(t.model));
     if (t.red) {
       kiln_dist_stats ds;
       kiln_dist_reducer_stats(t.red, &ds);

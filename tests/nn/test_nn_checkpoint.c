@@ -79,8 +79,8 @@ TEST(nn_safetensors_rejects_each_malformation) {
                   "\"data_offsets\":[0,4]}}", eight, 4, KILN_ERR_FORMAT, "the size of shape overflows");
   expect_st_error("{\"w\":{\"dtype\":\"F4\",\"shape\":[3],\"data_offsets\":[0,2]}}", eight, 2,
                   KILN_ERR_FORMAT, "F4 data of this shape does not fill whole bytes");
-  expect_st_error("{\"w\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]}}", eight, 4,
-                  KILN_ERR_UNSUPPORTED, "dtype F16 is not supported");
+  expect_st_error("{\"w\":{\"dtype\":\"U16\",\"shape\":[2],\"data_offsets\":[0,4]}}", eight, 4,
+                  KILN_ERR_UNSUPPORTED, "dtype U16 is not supported");
   expect_st_error("{\"__metadata__\":{\"step\":3}}", NULL, 0, KILN_ERR_FORMAT,
                   "__metadata__ value of \"step\" is not a string");
   /* the smallest valid files */
@@ -98,6 +98,34 @@ TEST(nn_safetensors_rejects_each_malformation) {
     CHECK(((float *)kiln_tensor_data(kiln_safetensors_find(st, "w")))[0] == 1.0f);
     CHECK(kiln_tensor_numel(kiln_safetensors_find(st, "e")) == 0);
   }
+  kiln_safetensors_free(st);
+}
+
+/* half-precision weights and int32 counters load widened, exactly */
+TEST(safetensors_widens_f16_bf16_i32) {
+  /* F16 1.0, -2.5, 65504 (max), 2^-24 (smallest subnormal); BF16 1.0, -3.0;
+   * I32 -7, 2^31 - 1 */
+  const unsigned char data[] = {0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b, 0x01, 0x00,
+                                0x80, 0x3f, 0x40, 0xc0,
+                                0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
+  unsigned char buf[512];
+  size_t n = st_image(buf,
+                      "{\"h\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]},"
+                      "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[8,12]},"
+                      "\"i\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[12,20]}}",
+                      data, sizeof data);
+  kiln_safetensors *st = kiln_safetensors_load_buffer(buf, n, "half.st");
+  CHECK(st != NULL);
+  if (!st) return;
+  kiln_tensor *h = kiln_safetensors_find(st, "h"), *b = kiln_safetensors_find(st, "b"),
+              *i = kiln_safetensors_find(st, "i");
+  CHECK(kiln_tensor_dtype(h) == KILN_DTYPE_F32 && kiln_tensor_dtype(b) == KILN_DTYPE_F32);
+  CHECK(kiln_tensor_dtype(i) == KILN_DTYPE_I64);
+  const float *ph = kiln_tensor_data(h), *pb = kiln_tensor_data(b);
+  const int64_t *pi = kiln_tensor_data(i);
+  CHECK(ph[0] == 1.0f && ph[1] == -2.5f && ph[2] == 65504.0f && ph[3] == 0x1p-24f);
+  CHECK(pb[0] == 1.0f && pb[1] == -3.0f);
+  CHECK(pi[0] == -7 && pi[1] == 2147483647);
   kiln_safetensors_free(st);
 }
 

@@ -1,0 +1,476 @@
+#!/usr/bin/python3
+"""scripts/gen_models.py: the imported-model corpus (tests/data/models/) for
+tests/nn/test_models.c. Run with Debian's PyTorch 1.13 and torchvision 0.14:
+
+    /usr/bin/python3 scripts/gen_models.py [NAME... | finetune]
+
+For each model below (fixed seeds, random weights, small widths) it exports
+with tools/kiln-export's export_module and writes
+
+    tests/data/models/<name>.ir            the module graph (+ manifest)
+    tests/data/models/<name>.safetensors   state_dict (F16 for the larger
+                                           ones: the goldens are computed
+                                           with the F16-rounded weights)
+    tests/data/models/<name>.golden.safetensors
+        input.<i>                the inputs
+        eval.output.<k>          outputs in eval mode (tuples flattened)
+        seed.<k>                 d loss / d output k (loss = sum(out * seed))
+        eval.grad.<param>        parameter gradients of that loss, eval mode
+                                 (models in GRADS only)
+        train.output.<k>         outputs in training mode, and
+        train.grad.<param>       its gradients, when they differ from eval's
+                                 (metadata train_same_as_eval)
+        train.buffer.<name>      buffers the training-mode forward changed
+        metadata: ops (JSON list of the graph's node kinds), n_inputs,
+                  n_outputs, rtol, atol
+
+and tests/data/models/finetune.golden.safetensors (gen_finetune: 20 SGD
+steps' losses of the CNN and resnet18 on Fashion-MNIST). Dropout
+probabilities are 0 so training mode is deterministic.
+"""
+import json
+import os
+import sys
+from importlib.machinery import SourceFileLoader
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torch import Tensor
+from typing import Optional, Tuple
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, 'tests', 'data', 'models')
+KE = SourceFileLoader('kiln_export', os.path.join(ROOT, 'tools', 'kiln-export')).load_module()
+
+# ---- hand-written models --------------------------------------------------------
+
+
+class MLP(nn.Module):
+    """kiln's built-in "mlp": 784-256-256-10 with ReLU."""
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(784, 256)
+        self.fc2 = nn.Linear(256, 256)
+        self.fc3 = nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class CNN(nn.Module):
+    """kiln's built-in "cnn"."""
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 16, 5)
+        self.conv2 = nn.Conv2d(16, 32, 5)
+        self.fc1 = nn.Linear(512, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+class NarrowResNet18(torchvision.models.resnet.ResNet):
+    """torchvision's resnet18 (BasicBlock [2, 2, 2, 2], its forward) at
+    widths 4-8-16-32 instead of 64-128-256-512."""
+    def __init__(self, num_classes=10):
+        nn.Module.__init__(self)
+        B = torchvision.models.resnet.BasicBlock
+        self._norm_layer = nn.BatchNorm2d
+        self.inplanes, self.dilation, self.groups, self.base_width = 4, 1, 1, 64
+        self.conv1 = nn.Conv2d(3, 4, kernel_size=7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.relu = nn.ReLU(inplace=True)
+        self.maxpool = nn.MaxPool2d(kernel_size=3, stride=2, padding=1)
+        self.layer1 = self._make_layer(B, 4, 2)
+        self.layer2 = self._make_layer(B, 8, 2, stride=2)
+        self.layer3 = self._make_layer(B, 16, 2, stride=2)
+        self.layer4 = self._make_layer(B, 32, 2, stride=2)
+        self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(32, num_classes)
+
+
+class Encoder(nn.Module):
+    def __init__(self, batch_first: bool):
+        super().__init__()
+        self.layer = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=batch_first)
+
+    def forward(self, x, pad_mask):
+        return self.layer(x, src_key_padding_mask=pad_mask)
+
+
+class MHA(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(32, 4, batch_first=True)
+
+    def forward(self, q, k, v):
+        out, w = self.attn(q, k, v)
+        return out, w
+
+
+class GPTBlock(nn.Module):
+    """A GPT-2 block in plain PyTorch: pre-LayerNorm, causal self-attention,
+    GELU MLP, residuals."""
+    def __init__(self, d=32, heads=4, seq=16):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, 4 * d)
+        self.out = nn.Linear(4 * d, d)
+        self.register_buffer('causal', torch.tril(torch.ones(seq, seq)).view(1, 1, seq, seq))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q = q.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, C // self.heads).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / (C // self.heads) ** 0.5)
+        att = att.masked_fill(self.causal[:, :, :T, :T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        x = x + self.proj(y)
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class LSTM2(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(16, 32, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        out, (h, c) = self.lstm(x)
+        return out, h, c
+
+
+class GRU1(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gru = nn.GRU(16, 32, batch_first=True)
+
+    def forward(self, x):
+        out, h = self.gru(x)
+        return out, h
+
+
+class TextClassifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(100, 32)
+        self.fc1 = nn.Linear(32, 32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, tokens):
+        h = self.emb(tokens).mean(dim=1)
+        return self.fc2(torch.tanh(self.fc1(h)))
+
+
+class AudioConv(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv1d(1, 8, 9, stride=2)
+        self.c2 = nn.Conv1d(8, 16, 9, stride=2)
+        self.pool = nn.AdaptiveAvgPool1d(1)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.c2(torch.relu(self.c1(x))))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class UNetBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, padding=1)
+        self.mid = nn.Conv2d(8, 16, 3, padding=1)
+        self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+        self.fuse = nn.Conv2d(16, 8, 3, padding=1)
+        self.head = nn.Conv2d(8, 3, 1)
+
+    def forward(self, x):
+        d = torch.relu(self.down(x))
+        m = torch.relu(self.mid(F.max_pool2d(d, 2)))
+        u = torch.cat([self.up(m), d], dim=1)
+        f = torch.relu(self.fuse(u))
+        f = F.interpolate(f, scale_factor=2.0, mode='nearest')
+        return self.head(f)
+
+
+class VAE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.Linear(64, 32)
+        self.mu = nn.Linear(32, 8)
+        self.logvar = nn.Linear(32, 8)
+        self.dec1 = nn.Linear(8, 32)
+        self.dec2 = nn.Linear(32, 64)
+
+    def forward(self, x, eps):
+        h = torch.relu(self.enc(x))
+        mu, logvar = self.mu(h), self.logvar(h)
+        z = mu + torch.exp(0.5 * logvar) * eps
+        return torch.sigmoid(self.dec2(torch.relu(self.dec1(z)))), mu, logvar
+
+
+class BNTrain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3)
+        self.bn = nn.BatchNorm2d(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.bn(self.conv(x)))
+        return self.fc(h.mean(dim=(2, 3)))
+
+
+class LayerNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(16, 32)
+        self.ln = nn.LayerNorm(32)
+        self.fc2 = nn.Linear(32, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.ln(self.fc1(x))))
+
+
+class GroupNormNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        h = torch.relu(self.gn(self.conv(x)))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+
+
+def tv(name, **kw):
+    return lambda: getattr(torchvision.models, name)(**kw)
+
+
+def efficientnet_b0_narrow():
+    setting, last = torchvision.models.efficientnet._efficientnet_conf(
+        'efficientnet_b0', width_mult=0.25, depth_mult=0.5)
+    return torchvision.models.efficientnet.EfficientNet(setting, 0.0, num_classes=10,
+                                                       last_channel=last)
+
+
+def densenet121_narrow():
+    return torchvision.models.DenseNet(growth_rate=4, block_config=(6, 12, 24, 16),
+                                       num_init_features=8, num_classes=10, drop_rate=0.0)
+
+
+def vgg11_bn_narrow():
+    cfg = [8, 'M', 16, 'M', 32, 32, 'M', 64, 64, 'M', 64, 64, 'M']
+    m = torchvision.models.VGG(torchvision.models.vgg.make_layers(cfg, batch_norm=True),
+                               num_classes=10, dropout=0.0)
+    m.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+    m.classifier = nn.Sequential(nn.Linear(64, 32), nn.ReLU(True), nn.Dropout(0.0),
+                                 nn.Linear(32, 10))
+    return m
+
+
+def img(b=2, c=3, s=32):
+    return [([b, c, s, s], 'float')]
+
+
+# name: (constructor, example inputs, store F16, input maker or None)
+MODELS = {
+    'mlp': (MLP, [([4, 784], 'float')], True),
+    'cnn': (CNN, [([4, 1, 28, 28], 'float')], False),
+    'resnet18': (NarrowResNet18, img(), True),
+    'mobilenet_v2': (tv('mobilenet_v2', width_mult=0.25, num_classes=10, dropout=0.0), img(), True),
+    'mobilenet_v3_small': (tv('mobilenet_v3_small', width_mult=0.25, num_classes=10,
+                              dropout=0.0), img(), True),
+    'squeezenet1_1': (tv('squeezenet1_1', num_classes=10, dropout=0.0), img(s=64), True),
+    # shufflenet_v2_x0_5's channels with a 256-wide conv5 (1024 in x0_5)
+    'shufflenet_v2_x0_5': (lambda: torchvision.models.ShuffleNetV2(
+        [4, 8, 4], [24, 48, 96, 192, 256], num_classes=10), img(), True),
+    'densenet121': (densenet121_narrow, img(), True),
+    'efficientnet_b0': (efficientnet_b0_narrow, img(), True),
+    'vgg11_bn': (vgg11_bn_narrow, img(), True),
+    'transformer_encoder': (lambda: Encoder(True), [([2, 6, 32], 'float'), ([2, 6], 'pad')],
+                            False),
+    'transformer_encoder_seq_first': (lambda: Encoder(False),
+                                      [([6, 2, 32], 'float'), ([2, 6], 'pad')], False),
+    'multihead_attention': (MHA, [([2, 5, 32], 'float')] * 3, False),
+    'gpt2_block': (GPTBlock, [([2, 16, 32], 'float')], False),
+    'lstm': (LSTM2, [([2, 7, 16], 'float')], False),
+    'gru': (GRU1, [([2, 7, 16], 'float')], False),
+    'text_classifier': (TextClassifier, [([4, 12], 'long')], False),
+    'audio_conv1d': (AudioConv, [([2, 1, 256], 'float')], False),
+    'unet_block': (UNetBlock, [([1, 3, 16, 16], 'float')], False),
+    'vae': (VAE, [([4, 64], 'float'), ([4, 8], 'float')], False),
+    'batchnorm2d_train': (BNTrain, [([4, 3, 8, 8], 'float')], False),
+    'layernorm': (LayerNormNet, [([4, 16], 'float')], False),
+    'groupnorm': (GroupNormNet, [([2, 3, 8, 8], 'float')], False),
+}
+
+
+# the models whose parameter gradients are in the goldens (the others' weights
+# are larger; their outputs are checked)
+GRADS = {'cnn', 'resnet18', 'transformer_encoder', 'transformer_encoder_seq_first',
+         'multihead_attention', 'gpt2_block', 'lstm', 'gru', 'text_classifier', 'audio_conv1d',
+         'unet_block', 'vae', 'batchnorm2d_train', 'layernorm', 'groupnorm'}
+
+
+def make_inputs(examples, seed):
+    g = torch.Generator().manual_seed(seed)
+    ts = []
+    for shape, dt in examples:
+        if dt == 'long':
+            ts.append(torch.randint(0, 100, shape, generator=g))
+        elif dt == 'pad':  # a key padding mask: the last positions of batch 1 padded
+            m = torch.zeros(shape, dtype=torch.bool)
+            m[-1, -2:] = True
+            ts.append(m)
+        else:
+            ts.append(torch.randn(shape, generator=g))
+    return ts
+
+
+def flatten(out):
+    if isinstance(out, (tuple, list)):
+        return [t for o in out for t in flatten(o)]
+    return [out]
+
+
+def run(m, inputs, seeds):
+    """(outputs, {param: grad}) for loss = sum(out_k * seed_k)."""
+    m.zero_grad(set_to_none=True)
+    outs = flatten(m(*inputs))
+    loss = sum((o * s).sum() for o, s in zip(outs, seeds) if o.is_floating_point())
+    loss.backward()
+    grads = {k: p.grad.clone() if p.grad is not None else torch.zeros_like(p)
+             for k, p in m.named_parameters()}
+    return [o.detach().clone() for o in outs], grads
+
+
+def generate(name):
+    ctor, examples, half = MODELS[name]
+    torch.manual_seed(0)
+    m = ctor()
+    if half:  # the weights the file holds, so the goldens match them
+        with torch.no_grad():
+            for p in list(m.parameters()) + [b for b in m.buffers() if b.is_floating_point()]:
+                p.copy_(p.half().float())
+    ex = [(s, 'bool' if d == 'pad' else d) for s, d in examples]
+    out = os.path.join(OUT, name)
+    m.train()
+    sm = KE.export_module(m, ex, out, torch.float16 if half else None, strip_comments=True)
+    ops = sorted({n.kind() for n in sm.graph.nodes()} |
+                 {n.kind() for b in _blocks(sm.graph) for n in b.nodes()})
+    inputs = make_inputs(examples, 1)
+    g = torch.Generator().manual_seed(2)
+    state = {k: v.clone() for k, v in m.state_dict().items()}
+    m.eval()
+    with torch.no_grad():
+        probe = flatten(m(*inputs))
+    seeds = [torch.randn(o.shape, generator=g) for o in probe]
+    gold = {}
+    for i, t in enumerate(inputs):
+        gold['input.%d' % i] = t
+    for i, s in enumerate(seeds):
+        gold['seed.%d' % i] = s
+    res = {}
+    for mode in ('eval', 'train'):
+        m.load_state_dict(state)
+        m.train(mode == 'train')
+        res[mode] = run(m, inputs, seeds)
+        if mode == 'train':
+            for k, v in m.named_buffers():
+                if not torch.equal(v, state[k]):
+                    gold['train.buffer.%s' % k] = v.detach().clone()
+    same = all(torch.equal(a, b) for a, b in zip(res['eval'][0], res['train'][0]))
+    for mode in ('eval',) if same else ('eval', 'train'):
+        outs, grads = res[mode]
+        for i, o in enumerate(outs):
+            gold['%s.output.%d' % (mode, i)] = o
+        if name in GRADS:
+            for k, v in grads.items():
+                gold['%s.grad.%s' % (mode, k)] = v
+    m.load_state_dict(state)
+    meta = {'train_same_as_eval': str(same).lower(), 'ops': json.dumps(ops), 'n_inputs': str(len(inputs)), 'n_outputs': str(len(seeds)),
+            'rtol': '1e-4', 'atol': '1e-5'}
+    KE.write_safetensors(out + '.golden.safetensors', gold, meta)
+    size = sum(os.path.getsize(out + s) for s in ('.ir', '.safetensors', '.golden.safetensors'))
+    print('%-32s %7.1f KB' % (name, size / 1024))
+
+
+def _blocks(graph):
+    todo = [graph]
+    out = []
+    while todo:
+        b = todo.pop()
+        for n in b.nodes():
+            for sb in n.blocks():
+                out.append(sb)
+                todo.append(sb)
+    return out
+
+
+FINETUNE = ('cnn', 'resnet18')
+FMNIST = '/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz'
+FMNIST_LABELS = '/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz'
+
+
+def gen_finetune(steps=20, batch=16, lr=0.01, momentum=0.9):
+    """tests/data/models/finetune.golden.safetensors: <model>.losses, the
+    training losses of `steps` SGD steps (lr, momentum) from the exported
+    weights on the first Fashion-MNIST images in order (normalised as kiln
+    does; 3-channel models get the grey channel repeated)."""
+    import gzip
+    import numpy as np
+    with gzip.open(FMNIST) as f:
+        px = np.frombuffer(f.read(), np.uint8, offset=16)[:steps * batch * 784]
+    with gzip.open(FMNIST_LABELS) as f:
+        ys = np.frombuffer(f.read(), np.uint8, offset=8)[:steps * batch]
+    x_all = ((px.astype(np.float32) / 255 - 0.2860) / 0.3530).reshape(-1, 1, 28, 28)
+    gold = {}
+    for name in FINETUNE:
+        ctor = MODELS[name][0]
+        m = ctor()
+        sd, _ = KE.read_safetensors(os.path.join(OUT, name + '.safetensors'))
+        m.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in sd.items()})
+        m.train()
+        opt = torch.optim.SGD(m.parameters(), lr=lr, momentum=momentum)
+        losses = []
+        for i in range(steps):
+            x = torch.from_numpy(x_all[i * batch:(i + 1) * batch].copy())
+            if MODELS[name][1][0][0][1] == 3:
+                x = x.expand(-1, 3, -1, -1).contiguous()
+            y = torch.from_numpy(ys[i * batch:(i + 1) * batch].astype(np.int64))
+            loss = F.cross_entropy(m(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        gold[name + '.losses'] = torch.tensor(losses, dtype=torch.float64)
+        print('finetune %-10s losses %.4f -> %.4f' % (name, losses[0], losses[-1]))
+    meta = {'steps': str(steps), 'batch': str(batch), 'lr': repr(lr), 'momentum': repr(momentum)}
+    KE.write_safetensors(os.path.join(OUT, 'finetune.golden.safetensors'), gold, meta)
+
+
+def main(names):
+    os.makedirs(OUT, exist_ok=True)
+    for name in names or MODELS:
+        if name != 'finetune':
+            generate(name)
+    if not names or 'finetune' in names:
+        gen_finetune()
+
+
+if __name__ == '__main__':
+    main(sys.argv[1:])
