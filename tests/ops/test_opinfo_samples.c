@@ -153,3 +153,77 @@ U1(ISPOSINF, -3, 3)
 U1(ISNEGINF, -3, 3)
 U1(SIGNBIT, -3, 3)
 U1(LOGICAL_NOT, -1, 1)
+
+/* ---- nn_extra.c ---- */
+static const int64_t S2345[4] = {2, 3, 2, 2};
+U1(HARDSIGMOID, -4, 4)
+U1(HARDSWISH, -4, 4)
+U1(RELU6, -2, 8)
+U1(SELU, -2, 2)
+U1(MISH, -2, 2)
+U1(LOG_SIGMOID, -3, 3)
+#define U1S(ENUM, lo, hi, ...)                                                  \
+  OP_SAMPLE(ENUM, args) {                                                       \
+    s->args[0] = OPV_T(sample_uniform(g, 2, S23, lo, hi));                      \
+    op_val rest[] = {__VA_ARGS__};                                              \
+    for (size_t i = 0; i < sizeof rest / sizeof *rest; i++) s->args[1 + i] = rest[i]; \
+    s->n_args = 1 + (int)(sizeof rest / sizeof *rest);                          \
+  }
+U1S(HARDTANH, -2, 2, OPV_F(-0.5), OPV_F(0.7))
+U1S(ELU, -2, 2, OPV_F(0.8), OPV_F(1.2), OPV_F(0.9))
+U1S(CELU, -2, 2, OPV_F(0.7))
+U1S(SOFTPLUS, -2, 2, OPV_F(2.0), OPV_F(3.0))
+U1S(SOFTSHRINK, -2, 2, OPV_F(0.3))
+U1S(HARDSHRINK, -2, 2, OPV_F(0.3))
+U1S(THRESHOLD, -2, 2, OPV_F(0.1), OPV_F(-1.0))
+OP_SAMPLE(GLU, last) {
+  int64_t sh[2] = {2, 4};
+  s->args[0] = OPV_T(sample_randn(g, 2, sh));
+  s->args[1] = OPV_I(-1);
+  s->n_args = 2;
+}
+OP_SAMPLE(PRELU, channels) {
+  s->args[0] = OPV_T(sample_randn(g, 4, S2345));
+  s->args[1] = OPV_T(sample_uniform(g, 1, S3, 0.1, 0.5));
+  s->n_args = 2;
+}
+OP_SAMPLE(LAYER_NORM, affine) {
+  s->ints[0][0] = 2;
+  s->ints[0][1] = 2;
+  s->args[0] = OPV_T(sample_randn(g, 4, S2345));
+  s->args[1] = OPV_INTS(s->ints[0], 2);
+  s->args[2] = OPV_T(sample_randn(g, 2, s->ints[0]));
+  s->args[3] = OPV_T(sample_randn(g, 2, s->ints[0]));
+  s->args[4] = OPV_F(1e-5);
+  s->args[5] = OPV_B(true);
+  s->n_args = 6;
+}
+OP_SAMPLE(GROUP_NORM, affine) {
+  int64_t sh[4] = {2, 4, 2, 2}, c[1] = {4};
+  s->args[0] = OPV_T(sample_randn(g, 4, sh));
+  s->args[1] = OPV_I(2);
+  s->args[2] = OPV_T(sample_randn(g, 1, c));
+  s->args[3] = OPV_T(sample_randn(g, 1, c));
+  s->args[4] = OPV_F(1e-5);
+  s->args[5] = OPV_B(true);
+  s->n_args = 6;
+}
+
+/* ---- reduce_extra.c ---- */
+U1(MIN_ALL, -2, 2)
+U1S(MIN_DIM, -2, 2, OPV_I(1), OPV_B(false))
+U1S(AMINMAX, -2, 2, OPV_I(0), OPV_B(true))
+U1S(PROD, 0.5, 2, OPV_NONE)
+U1S(PROD_DIM, -2, 2, OPV_I(1), OPV_B(true), OPV_NONE)
+U1S(VAR_ALL, -2, 2, OPV_B(true))
+U1S(VAR_CORR, -2, 2, OPV_I(1), OPV_I(0), OPV_B(false))
+U1S(STD_DIM, -2, 2, OPV_I(1), OPV_B(true), OPV_B(true))
+U1S(STD_ALL, -2, 2, OPV_B(false))
+U1S(STD_CORR, -2, 2, OPV_I(1), OPV_I(2), OPV_B(false))
+U1S(VAR_MEAN, -2, 2, OPV_I(0), OPV_I(1), OPV_B(false))
+U1S(STD_MEAN, -2, 2, OPV_I(0), OPV_I(1), OPV_B(true))
+U1S(LOGSUMEXP, -2, 2, OPV_I(1), OPV_B(false))
+U1S(NANSUM, -2, 2, OPV_NONE, OPV_B(false), OPV_NONE)
+U1S(NANMEAN, -2, 2, OPV_I(1), OPV_B(false), OPV_NONE)
+U1S(VAR_MEAN_DIM, -2, 2, OPV_I(1), OPV_B(true), OPV_B(true))
+U1S(STD_MEAN_DIM, -2, 2, OPV_I(1), OPV_B(false), OPV_B(false))
