@@ -227,3 +227,107 @@ U1S(NANSUM, -2, 2, OPV_NONE, OPV_B(false), OPV_NONE)
 U1S(NANMEAN, -2, 2, OPV_I(1), OPV_B(false), OPV_NONE)
 U1S(VAR_MEAN_DIM, -2, 2, OPV_I(1), OPV_B(true), OPV_B(true))
 U1S(STD_MEAN_DIM, -2, 2, OPV_I(1), OPV_B(false), OPV_B(false))
+
+/* ---- shape_extra.c ---- */
+static const int64_t S234[3] = {2, 3, 4};
+#define T3 OPV_T(sample_randn(g, 3, S234))
+#define SAMPLE_ARGS(ENUM, tag, ...)                                             \
+  OP_SAMPLE(ENUM, tag) {                                                        \
+    op_val args_[] = {__VA_ARGS__};                                             \
+    for (size_t i = 0; i < sizeof args_ / sizeof *args_; i++) s->args[i] = args_[i]; \
+    s->n_args = (int)(sizeof args_ / sizeof *args_);                            \
+  }
+static const int64_t L2[2] = {2, 1}, L3[3] = {1, 2, 1}, L13[2] = {1, 3}, L0[1] = {0},
+                     L1[1] = {1}, L12[2] = {1, 2}, L2x[2] = {2, 2}, LP[2] = {-1, 1},
+                     L31[2] = {3, 1}, L01[2] = {0, 1};
+SAMPLE_ARGS(EXPAND_AS, plain, OPV_T(sample_randn(g, 2, L31)), T3)
+SAMPLE_ARGS(VIEW_AS, plain, OPV_T(sample_randn(g, 2, (int64_t[]){6, 4})), T3)
+SAMPLE_ARGS(RESHAPE_AS, plain, OPV_T(sample_transposed(g, (int64_t[]){6, 4})), T3)
+SAMPLE_ARGS(BROADCAST_TO, plain, OPV_T(sample_randn(g, 2, L31)), OPV_INTS(S234, 3))
+SAMPLE_ARGS(REPEAT, plain, OPV_T(sample_randn(g, 2, S23)), OPV_INTS(L3, 3))
+SAMPLE_ARGS(TILE, plain, OPV_T(sample_randn(g, 2, S23)), OPV_INTS(L2, 2))
+SAMPLE_ARGS(SPLIT_SIZES, plain, T3, OPV_INTS(L13, 2), OPV_I(2))
+SAMPLE_ARGS(SPLIT_WITH_SIZES, plain, T3, OPV_INTS(L12, 2), OPV_I(1))
+SAMPLE_ARGS(TENSOR_SPLIT, plain, T3, OPV_I(3), OPV_I(2))
+SAMPLE_ARGS(TENSOR_SPLIT_IND, plain, T3, OPV_INTS(L12, 2), OPV_I(2))
+SAMPLE_ARGS(HSPLIT, plain, OPV_T(sample_randn(g, 2, (int64_t[]){2, 4})), OPV_I(2))
+SAMPLE_ARGS(HSPLIT_IND, plain, T3, OPV_INTS(L1, 1))
+SAMPLE_ARGS(VSPLIT, plain, T3, OPV_I(2))
+SAMPLE_ARGS(VSPLIT_IND, plain, T3, OPV_INTS(L1, 1))
+SAMPLE_ARGS(DSPLIT, plain, T3, OPV_I(2))
+SAMPLE_ARGS(DSPLIT_IND, plain, T3, OPV_INTS(L13, 2))
+SAMPLE_ARGS(FLIP, plain, T3, OPV_INTS(LP, 2))
+SAMPLE_ARGS(FLIPLR, plain, T3)
+SAMPLE_ARGS(FLIPUD, plain, T3)
+SAMPLE_ARGS(ROLL, dims, T3, OPV_INTS(L12, 2), OPV_INTS(LP, 2))
+SAMPLE_ARGS(ROLL, flat, T3, OPV_INTS(L2, 1), OPV_INTS(L0, 0))
+SAMPLE_ARGS(ROT90, plain, T3, OPV_I(1), OPV_INTS(L12, 2))
+SAMPLE_ARGS(TRIL, plain, T3, OPV_I(1))
+SAMPLE_ARGS(TRIU, plain, T3, OPV_I(-1))
+SAMPLE_ARGS(DIAGONAL, plain, T3, OPV_I(1), OPV_I(0), OPV_I(2))
+SAMPLE_ARGS(TRACE, plain, OPV_T(sample_randn(g, 2, S23)))
+SAMPLE_ARGS(DIAG, vector, OPV_T(sample_randn(g, 1, S3)), OPV_I(1))
+SAMPLE_ARGS(DIAG, matrix, OPV_T(sample_randn(g, 2, S23)), OPV_I(0))
+SAMPLE_ARGS(MOVEDIM, plain, T3, OPV_INTS(L12, 2), OPV_INTS(L01, 2))
+SAMPLE_ARGS(MOVEDIM_INT, plain, T3, OPV_I(0), OPV_I(2))
+SAMPLE_ARGS(MOVEAXIS, plain, T3, OPV_INTS(L12, 2), OPV_INTS(L01, 2))
+SAMPLE_ARGS(MOVEAXIS_INT, plain, T3, OPV_I(2), OPV_I(0))
+SAMPLE_ARGS(SWAPAXES, plain, T3, OPV_I(0), OPV_I(2))
+SAMPLE_ARGS(SWAPDIMS, plain, T3, OPV_I(1), OPV_I(2))
+SAMPLE_ARGS(UNFLATTEN, plain, T3, OPV_I(2), OPV_INTS(L2x, 2))
+SAMPLE_ARGS(ATLEAST_1D, plain, OPV_T(sample_randn(g, 0, NULL)))
+SAMPLE_ARGS(ATLEAST_2D, plain, OPV_T(sample_randn(g, 1, S3)))
+SAMPLE_ARGS(ATLEAST_3D, plain, OPV_T(sample_randn(g, 2, S23)))
+SAMPLE_ARGS(RAVEL, plain, OPV_T(sample_transposed(g, (int64_t[]){2, 3})))
+#define TWO_TS(ENUM)                                                            \
+  OP_SAMPLE(ENUM, pair) {                                                       \
+    kiln_tensor **ts = (kiln_tensor **)s->ints[3];                              \
+    ts[0] = sample_randn(g, 2, S23);                                            \
+    ts[1] = sample_randn(g, 2, S23);                                            \
+    s->args[0] = OPV_TS(ts, 2);                                                 \
+    s->n_args = 1;                                                              \
+  }
+TWO_TS(HSTACK)
+TWO_TS(VSTACK)
+TWO_TS(DSTACK)
+TWO_TS(COLUMN_STACK)
+static kiln_tensor *mask23(kiln_generator *g) {
+  return kiln_gt(sample_randn(g, 2, S23), kiln_scalar(0, KILN_DTYPE_F64));
+}
+SAMPLE_ARGS(MASKED_FILL, plain, OPV_T(sample_randn(g, 2, S23)), OPV_T(mask23(g)), OPV_F(0.5))
+SAMPLE_ARGS(MASKED_FILL_T, plain, OPV_T(sample_randn(g, 2, S23)), OPV_T(mask23(g)),
+            OPV_T(sample_randn(g, 0, NULL)))
+SAMPLE_ARGS(INDEX_FILL, plain, OPV_T(sample_randn(g, 2, S23)), OPV_I(1),
+            OPV_T(sample_index(g, 1, L1, 3)), OPV_F(-1))
+SAMPLE_ARGS(INDEX_FILL_T, plain, OPV_T(sample_randn(g, 2, S23)), OPV_I(0),
+            OPV_T(sample_index(g, 1, L1, 2)), OPV_T(sample_randn(g, 0, NULL)))
+OP_SAMPLE(INDEX_COPY, plain) {
+  int64_t n2[1] = {2};
+  kiln_tensor *ix = kiln_zeros(1, n2, KILN_DTYPE_I64);
+  ((int64_t *)kiln_tensor_data(ix))[0] = 2;
+  s->args[0] = OPV_T(sample_randn(g, 2, S23));
+  s->args[1] = OPV_I(1);
+  s->args[2] = OPV_T(ix);
+  s->args[3] = OPV_T(sample_randn(g, 2, L2x));
+  s->n_args = 4;
+}
+SAMPLE_ARGS(TAKE, plain, OPV_T(sample_randn(g, 2, S23)), OPV_T(sample_index(g, 1, (int64_t[]){4}, 6)))
+SAMPLE_ARGS(TAKE_ALONG_DIM, plain, OPV_T(sample_randn(g, 2, S23)),
+            OPV_T(sample_index(g, 2, L2, 2)), OPV_I(1))
+OP_SAMPLE(SCATTER, plain) {
+  /* distinct indices per column: a permutation of the rows */
+  int64_t sh[2] = {2, 3};
+  kiln_tensor *ix = kiln_zeros(2, sh, KILN_DTYPE_I64);
+  int64_t *p = kiln_tensor_data(ix);
+  for (int j = 0; j < 3; j++) {
+    p[j] = j % 2;
+    p[3 + j] = 1 - j % 2;
+  }
+  s->args[0] = OPV_T(sample_randn(g, 2, S23));
+  s->args[1] = OPV_I(0);
+  s->args[2] = OPV_T(ix);
+  s->args[3] = OPV_T(sample_randn(g, 2, S23));
+  s->n_args = 4;
+}
+SAMPLE_ARGS(SCATTER_VALUE, plain, OPV_T(sample_randn(g, 2, S23)), OPV_I(1),
+            OPV_T(sample_index(g, 2, L12, 3)), OPV_F(2.0))
