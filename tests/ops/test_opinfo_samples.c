@@ -331,3 +331,21 @@ OP_SAMPLE(SCATTER, plain) {
 }
 SAMPLE_ARGS(SCATTER_VALUE, plain, OPV_T(sample_randn(g, 2, S23)), OPV_I(1),
             OPV_T(sample_index(g, 2, L12, 3)), OPV_F(2.0))
+
+/* ---- conv2d with groups (src/ops/conv.c) ---- */
+OP_SAMPLE(CONV2D, depthwise_groups) {
+  int64_t xs[4] = {1, 4, 4, 4}, ws[4] = {4, 1, 3, 3}, bs[1] = {4};
+  for (int i = 0; i < 2; i++) {
+    s->ints[0][i] = 1;
+    s->ints[1][i] = 1;
+    s->ints[2][i] = 1;
+  }
+  s->args[0] = OPV_T(sample_randn(g, 4, xs));
+  s->args[1] = OPV_T(sample_randn(g, 4, ws));
+  s->args[2] = OPV_T(sample_randn(g, 1, bs));
+  s->args[3] = OPV_INTS(s->ints[0], 2);
+  s->args[4] = OPV_INTS(s->ints[1], 2);
+  s->args[5] = OPV_INTS(s->ints[2], 2);
+  s->args[6] = OPV_I(4);
+  s->n_args = 7;
+}
