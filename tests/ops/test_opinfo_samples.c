@@ -349,3 +349,44 @@ OP_SAMPLE(CONV2D, depthwise_groups) {
   s->args[6] = OPV_I(4);
   s->n_args = 7;
 }
+
+/* ---- matrix_extra.c ---- */
+static const int64_t B234[3] = {2, 3, 4}, B243[3] = {2, 4, 3}, M33[2] = {3, 3}, V4[1] = {4},
+                     M34[2] = {3, 4}, L1x[1] = {1}, L0x[1] = {0};
+SAMPLE_ARGS(BADDBMM, plain, OPV_T(sample_randn(g, 3, (int64_t[]){2, 3, 3})),
+            OPV_T(sample_randn(g, 3, B234)), OPV_T(sample_randn(g, 3, B243)), OPV_F(0.5), OPV_F(2))
+SAMPLE_ARGS(ADDBMM, plain, OPV_T(sample_randn(g, 2, M33)), OPV_T(sample_randn(g, 3, B234)),
+            OPV_T(sample_randn(g, 3, B243)), OPV_F(1), OPV_F(0.5))
+SAMPLE_ARGS(ADDMV, plain, OPV_T(sample_randn(g, 1, S3)), OPV_T(sample_randn(g, 2, M34)),
+            OPV_T(sample_randn(g, 1, V4)), OPV_F(2), OPV_F(1))
+SAMPLE_ARGS(ADDR, plain, OPV_T(sample_randn(g, 2, M34)), OPV_T(sample_randn(g, 1, S3)),
+            OPV_T(sample_randn(g, 1, V4)), OPV_F(1), OPV_F(-1))
+SAMPLE_ARGS(MV, plain, OPV_T(sample_randn(g, 2, M34)), OPV_T(sample_randn(g, 1, V4)))
+SAMPLE_ARGS(DOT, plain, OPV_T(sample_randn(g, 1, V4)), OPV_T(sample_randn(g, 1, V4)))
+SAMPLE_ARGS(VDOT, plain, OPV_T(sample_randn(g, 1, V4)), OPV_T(sample_randn(g, 1, V4)))
+SAMPLE_ARGS(OUTER, plain, OPV_T(sample_randn(g, 1, S3)), OPV_T(sample_randn(g, 1, V4)))
+SAMPLE_ARGS(GER, plain, OPV_T(sample_randn(g, 1, S3)), OPV_T(sample_randn(g, 1, V4)))
+SAMPLE_ARGS(INNER, plain, OPV_T(sample_randn(g, 2, M34)), OPV_T(sample_randn(g, 3, B234)))
+SAMPLE_ARGS(KRON, plain, OPV_T(sample_randn(g, 2, S23)), OPV_T(sample_randn(g, 2, L2x)))
+SAMPLE_ARGS(TENSORDOT, plain, OPV_T(sample_randn(g, 3, B234)), OPV_T(sample_randn(g, 2, M34)),
+            OPV_INTS(L1x, 1), OPV_INTS(L0x, 1))
+
+/* ---- pool.c ---- */
+static const int64_t P4[4] = {1, 2, 5, 4}, K2[2] = {2, 3}, ST[2] = {2, 1}, PD[2] = {1, 1},
+                     OS[2] = {3, 2}, PADS[4] = {1, 2, 0, 1}, PADN[4] = {-1, 2, 1, 0};
+SAMPLE_ARGS(ADAPTIVE_AVG_POOL2D, plain, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(OS, 2))
+SAMPLE_ARGS(ADAPTIVE_AVG_POOL1D, plain, OPV_T(sample_randn(g, 3, S234)), OPV_I(3))
+SAMPLE_ARGS(AVG_POOL2D, ceil_pad, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(K2, 2), OPV_INTS(ST, 2),
+            OPV_INTS(PD, 2), OPV_B(true), OPV_B(false), OPV_NONE)
+SAMPLE_ARGS(AVG_POOL2D, divisor, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(K2, 2), OPV_INTS(K2, 0),
+            OPV_I(0), OPV_B(false), OPV_B(true), OPV_I(4))
+SAMPLE_ARGS(AVG_POOL1D, plain, OPV_T(sample_randn(g, 3, S234)), OPV_I(2), OPV_I(1), OPV_I(1),
+            OPV_B(false), OPV_B(true))
+SAMPLE_ARGS(PAD, reflect, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADS, 4), OPV_S("reflect"), OPV_NONE)
+SAMPLE_ARGS(PAD, replicate, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADS, 4), OPV_S("replicate"),
+            OPV_NONE)
+SAMPLE_ARGS(PAD, circular, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADS, 4), OPV_S("circular"),
+            OPV_NONE)
+SAMPLE_ARGS(PAD, constant, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADN, 4), OPV_S("constant"),
+            OPV_F(0.5))
+SAMPLE_ARGS(CONSTANT_PAD_ND, plain, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADN, 4), OPV_F(-1))
