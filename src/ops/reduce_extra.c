@@ -190,7 +190,7 @@ int op_prod_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int dim = core_wrap_dim("aten::prod", a[1].i, x->ndim);
   if (dim < 0) return KILN_ERR_INVALID;
   x = prod_cast(x, &a[3]);
-  if (x && x->ndim == 0) return one(kiln_mul_scalar(x, 1.0), outs);
+  if (x && x->ndim == 0) return one(kiln_clone(x), outs);
   return one(x ? prod_dim(x, dim, flag(&a[2])) : NULL, outs);
 }
 

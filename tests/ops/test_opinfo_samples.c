@@ -390,3 +390,17 @@ SAMPLE_ARGS(PAD, circular, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADS, 4), OPV
 SAMPLE_ARGS(PAD, constant, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADN, 4), OPV_S("constant"),
             OPV_F(0.5))
 SAMPLE_ARGS(CONSTANT_PAD_ND, plain, OPV_T(sample_randn(g, 4, P4)), OPV_INTS(PADN, 4), OPV_F(-1))
+
+/* ---- sort.c ---- */
+SAMPLE_ARGS(SORT, plain, T3, OPV_I(1), OPV_B(true))
+SAMPLE_ARGS(SORT_STABLE, plain, T3, OPV_B(true), OPV_I(-1), OPV_B(false))
+SAMPLE_ARGS(MSORT, plain, T3)
+SAMPLE_ARGS(TOPK, plain, T3, OPV_I(2), OPV_I(-1), OPV_B(true), OPV_B(true))
+SAMPLE_ARGS(KTHVALUE, plain, T3, OPV_I(2), OPV_I(1), OPV_B(false))
+SAMPLE_ARGS(MEDIAN, plain, T3)
+SAMPLE_ARGS(MEDIAN_DIM, plain, T3, OPV_I(2), OPV_B(true))
+SAMPLE_ARGS(CUMMAX, plain, T3, OPV_I(2))
+SAMPLE_ARGS(CUMMIN, plain, T3, OPV_I(1))
+SAMPLE_ARGS(CUMSUM, plain, T3, OPV_I(1), OPV_NONE)
+SAMPLE_ARGS(CUMPROD, plain, T3, OPV_I(2), OPV_NONE)
+SAMPLE_ARGS(LOGCUMSUMEXP, plain, T3, OPV_I(0))
