@@ -532,8 +532,6 @@ static int pool_geom(const char *fn, const op_val *self, const op_val *a, win_ge
     return core_error(KILN_ERR_INVALID, "%s: kernel_size must be positive, got [%lld, %lld]",
                       fn, (long long)k[0], (long long)k[1]);
   if (win_params(fn, &a[1], &a[2], &a[3], k, g) < 0) return -1;
-  if (a[4].tag == OP_VAL_BOOL && a[4].b)
-    return core_error(KILN_ERR_UNSUPPORTED, "%s: ceil_mode=True is not supported", fn);
   if (g->ph > k[0] / 2 || g->pw > k[1] / 2)
     return core_error(KILN_ERR_INVALID,
                       "%s: padding [%lld, %lld] must be at most half the kernel size [%lld, %lld]",
@@ -543,7 +541,18 @@ static int pool_geom(const char *fn, const op_val *self, const op_val *a, win_ge
   g->C = nd == 4 ? x->shape[0] * x->shape[1] : x->shape[0];
   g->H = x->shape[nd - 2], g->W = x->shape[nd - 1];
   g->KH = k[0], g->KW = k[1], g->O = g->C;
-  return win_out(fn, x, g);
+  if (win_out(fn, x, g) < 0) return -1;
+  if (a[4].tag == OP_VAL_BOOL && a[4].b) {
+    /* ceil_mode: one more window where a partial one remains, as long as
+     * it starts inside the input or its left padding (the kernel clips
+     * windows to the input) */
+    int64_t eh = g->dh * (g->KH - 1) + 1, ew = g->dw * (g->KW - 1) + 1;
+    g->OH = ceil_div(g->H + 2 * g->ph - eh, g->sh) + 1;
+    g->OW = ceil_div(g->W + 2 * g->pw - ew, g->sw) + 1;
+    if ((g->OH - 1) * g->sh >= g->H + g->ph) g->OH--;
+    if ((g->OW - 1) * g->sw >= g->W + g->pw) g->OW--;
+  }
+  return 0;
 }
 
 static void pool_out_meta(const kiln_tensor *x, const win_geom *g, kiln_dtype dt, op_meta *o) {

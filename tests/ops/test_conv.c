@@ -259,11 +259,17 @@ TEST(max_pool2d_public_api_nan_and_errors) {
   CHECK(shape_is(y2, 4, (int64_t[]){1, 1, 2, 3}));
   /* errors */
   int64_t k2[2] = {2, 2}, one[2] = {1, 1}, zero[2] = {0, 0};
-  CHECK(op_call1(KILN_OP_MAX_POOL2D, (op_val[]){OPV_T(x), OPV_INTS(k2, 2), OPV_INTS(k2, 2),
-                                                OPV_INTS(zero, 2), OPV_INTS(one, 2), OPV_B(true)},
-                 6) == NULL);
-  CHECK_STR_CONTAINS(kiln_last_error(),
-                     "aten::max_pool2d_with_indices: ceil_mode=True is not supported");
+  /* ceil_mode keeps the partial last window (PyTorch: [[5, 2], [nan, nan]]) */
+  int64_t k13[2] = {1, 3}, s12[2] = {1, 2};
+  kiln_tensor *yc = op_call1(KILN_OP_MAX_POOL2D, (op_val[]){OPV_T(x), OPV_INTS(k13, 2),
+                                                            OPV_INTS(s12, 2), OPV_INTS(zero, 2),
+                                                            OPV_INTS(one, 2), OPV_B(true)},
+                             6);
+  CHECK(shape_is(yc, 4, (int64_t[]){1, 1, 2, 2}));
+  CHECK_NEAR(yc ? core_get_flat(yc, 0) : 0, 5.0, 0);
+  CHECK_NEAR(yc ? core_get_flat(yc, 1) : 0, 2.0, 0);
+  CHECK(yc && isnan(core_get_flat(yc, 2)) && isnan(core_get_flat(yc, 3)));
+  (void)k2;
   CHECK(kiln_max_pool2d(x, (int64_t[]){2, 2}, NULL, (int64_t[]){2, 0}) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "padding [2, 0] must be at most half the kernel size [2, 2]");
   CHECK(kiln_max_pool2d(kiln_zeros(2, (int64_t[]){4, 4}, KILN_DTYPE_F32), (int64_t[]){2, 2}, NULL,

@@ -404,3 +404,17 @@ SAMPLE_ARGS(CUMMIN, plain, T3, OPV_I(1))
 SAMPLE_ARGS(CUMSUM, plain, T3, OPV_I(1), OPV_NONE)
 SAMPLE_ARGS(CUMPROD, plain, T3, OPV_I(2), OPV_NONE)
 SAMPLE_ARGS(LOGCUMSUMEXP, plain, T3, OPV_I(0))
+OP_SAMPLE(MAX_POOL2D_WITH_INDICES, ceil_mode) {
+  int64_t xs[4] = {1, 2, 5, 5};
+  s->ints[0][0] = s->ints[0][1] = 2;
+  s->ints[1][0] = s->ints[1][1] = 2;
+  s->ints[2][0] = s->ints[2][1] = 0;
+  s->ints[3][0] = s->ints[3][1] = 1;
+  s->args[0] = OPV_T(sample_randn(g, 4, xs));
+  s->args[1] = OPV_INTS(s->ints[0], 2);
+  s->args[2] = OPV_INTS(s->ints[1], 2);
+  s->args[3] = OPV_INTS(s->ints[2], 2);
+  s->args[4] = OPV_INTS(s->ints[3], 2);
+  s->args[5] = OPV_B(true);
+  s->n_args = 6;
+}
