@@ -418,3 +418,37 @@ OP_SAMPLE(MAX_POOL2D_WITH_INDICES, ceil_mode) {
   s->args[5] = OPV_B(true);
   s->n_args = 6;
 }
+
+/* ---- loss_extra.c ---- */
+#define X23 OPV_T(sample_randn(g, 2, S23))
+SAMPLE_ARGS(L1_LOSS, plain, X23, X23, OPV_I(1))
+SAMPLE_ARGS(SMOOTH_L1_LOSS, plain, X23, X23, OPV_I(2), OPV_F(0.5))
+SAMPLE_ARGS(HUBER_LOSS, plain, X23, X23, OPV_I(0), OPV_F(0.7))
+SAMPLE_ARGS(BCE_LOGITS, plain, X23, OPV_T(sample_uniform(g, 2, S23, 0, 1)),
+            OPV_T(sample_uniform(g, 1, S3, 0.5, 2)), OPV_T(sample_uniform(g, 1, S3, 0.5, 2)), OPV_I(1))
+SAMPLE_ARGS(BCE, plain, OPV_T(sample_uniform(g, 2, S23, 0.1, 0.9)),
+            OPV_T(sample_uniform(g, 2, S23, 0, 1)), OPV_NONE, OPV_I(1))
+SAMPLE_ARGS(KL_DIV, plain, X23, OPV_T(sample_uniform(g, 2, S23, 0.1, 1)), OPV_I(2), OPV_B(false))
+SAMPLE_ARGS(NORM, plain, X23, OPV_F(3))
+SAMPLE_ARGS(NORM_DIM, plain, X23, OPV_F(2), OPV_INTS(L1x, 1), OPV_B(true))
+SAMPLE_ARGS(VECTOR_NORM, plain, X23, OPV_F(1.5), OPV_NONE, OPV_B(false), OPV_NONE)
+SAMPLE_ARGS(COSINE_SIMILARITY, plain, X23, X23, OPV_I(1), OPV_F(1e-8))
+SAMPLE_ARGS(PAIRWISE_DISTANCE, plain, X23, X23, OPV_F(2), OPV_F(1e-6), OPV_B(false))
+SAMPLE_ARGS(PIXEL_SHUFFLE, plain, OPV_T(sample_randn(g, 4, (int64_t[]){1, 8, 2, 3})), OPV_I(2))
+SAMPLE_ARGS(PIXEL_UNSHUFFLE, plain, OPV_T(sample_randn(g, 4, (int64_t[]){1, 2, 4, 2})), OPV_I(2))
+SAMPLE_ARGS(ROUND_DECIMALS, plain, X23, OPV_I(1))
+OP_SAMPLE(CONV1D, groups) {
+  int64_t xs[3] = {2, 4, 6}, ws[3] = {4, 2, 3};
+  s->ints[0][0] = 1;
+  s->ints[1][0] = 1;
+  s->ints[2][0] = 1;
+  s->args[0] = OPV_T(sample_randn(g, 3, xs));
+  s->args[1] = OPV_T(sample_randn(g, 3, ws));
+  s->args[2] = OPV_NONE;
+  s->args[3] = OPV_INTS(s->ints[0], 1);
+  s->args[4] = OPV_INTS(s->ints[1], 1);
+  s->args[5] = OPV_INTS(s->ints[2], 1);
+  s->args[6] = OPV_I(2);
+  s->n_args = 7;
+}
+SAMPLE_ARGS(MAX_POOL1D, plain, T3, OPV_I(2), OPV_I(1), OPV_I(0), OPV_I(1), OPV_B(false))
