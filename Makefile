@@ -176,7 +176,7 @@ bench-compare: $(BUILD)/bench_kiln
 FUZZ_TARGETS := ir run npy safetensors idx
 FUZZ_TIME ?= 60
 FUZZ_SEEDS_ir := tests/data/ir
-FUZZ_SEEDS_run := tests/data/ir
+FUZZ_SEEDS_run := tests/data/ir fuzz/seeds/run
 FUZZ_SEEDS_npy := fuzz/seeds/npy tests/data/npy
 FUZZ_SEEDS_safetensors := fuzz/seeds/safetensors
 FUZZ_SEEDS_idx := fuzz/seeds/idx

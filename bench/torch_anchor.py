@@ -493,6 +493,36 @@ def setup_conv():
     return run
 
 
+# ---- ops of the OpInfo issue (bench/work_ops.c) ------------------------------------------
+
+
+def setup_ops(which):
+    g = torch.Generator().manual_seed(5)
+    if which == "dw":
+        t = [torch.randn(8, 32, 56, 56, generator=g), torch.randn(32, 1, 3, 3, generator=g),
+             torch.randn(32, generator=g)]
+        f = lambda x, w, b: F.conv2d(x, w, b, 1, 1, 1, 32)
+    elif which == "ln":
+        t = [torch.randn(8, 128, 256, generator=g), torch.randn(256, generator=g),
+             torch.randn(256, generator=g)]
+        f = lambda x, w, b: F.layer_norm(x, (256,), w, b, 1e-5)
+    else:
+        t = [torch.randn(8, 4, 128, 32, generator=g) for _ in range(3)]
+        f = lambda q, k, v: torch.matmul(torch.softmax(q @ k.transpose(2, 3) / 32 ** 0.5, -1), v)
+    for x in t:
+        x.requires_grad_()
+
+    def run(iters):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            y = f(*t)
+            y.backward(torch.ones_like(y))
+            for x in t:
+                x.grad = None
+        return time.perf_counter() - t0
+    return run
+
+
 # ---- list -----------------------------------------------------------------------------
 
 GFLOP_1024 = 2.0 * GEMM_N ** 3
@@ -533,6 +563,9 @@ WORKLOADS = [
     T("conv2d_fwd_bwd", "ms", 1e3, setup_conv, 2),
     T("busy_machine_quiet", "ms", 1e3, lambda: setup_mlp_step("eager"), 5),
     T("busy_machine", "ms", 1e3, setup_busy_machine, 5),
+    T("conv2d_depthwise", "ms", 1e3, lambda: setup_ops("dw"), 2),
+    T("layer_norm", "ms", 1e3, lambda: setup_ops("ln"), 2),
+    T("sdpa", "ms", 1e3, lambda: setup_ops("sdpa"), 2),
 ]
 
 

@@ -55,3 +55,34 @@ int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out) {
   }
   return core_error(KILN_ERR_INVALID, "%s: len() of a %s", x->name, exec_tag_name(in[0].tag));
 }
+
+/* aten::slice.t(list, start=None, end=None, step=1): Python's slice of a
+ * list (bounds clamped, negative ones from the end), as a new list. */
+int exec_prim_list_slice(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (in[0].tag != EXEC_V_LIST)
+    return core_error(KILN_ERR_INVALID, "%s: expected a list, got %s", x->name,
+                      exec_tag_name(in[0].tag));
+  int64_t n = in[0].list->n, step = in[3].tag == EXEC_V_INT ? in[3].i : 1;
+  if (step == 0) return core_error(KILN_ERR_INVALID, "%s: slice step cannot be zero", x->name);
+  int64_t lo_def = step > 0 ? 0 : n - 1, hi_def = step > 0 ? n : -1;
+  int64_t b[2];
+  for (int k = 0; k < 2; k++) {
+    const exec_value *v = &in[1 + k];
+    if (v->tag == EXEC_V_NONE) {
+      b[k] = k ? hi_def : lo_def;
+      continue;
+    }
+    int64_t i = v->i < 0 ? v->i + n : v->i;
+    if (step > 0) i = i < 0 ? 0 : i > n ? n : i;
+    else i = i < -1 ? -1 : i > n - 1 ? n - 1 : i;
+    b[k] = i;
+  }
+  int64_t len = step > 0 ? (b[1] > b[0] ? (b[1] - b[0] + step - 1) / step : 0)
+                         : (b[0] > b[1] ? (b[0] - b[1] - step - 1) / -step : 0);
+  exec_value *items = core_alloc((size_t)(len ? len : 1) * sizeof *items);
+  if (!items) return KILN_ERR_NOMEM;
+  for (int64_t k = 0; k < len; k++) items[k] = in[0].list->items[b[0] + k * step];
+  out[0] = exec_list_make(EXEC_V_LIST, items, (int)len);
+  core_free(items);
+  return out[0].tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
+}

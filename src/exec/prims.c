@@ -551,6 +551,7 @@ const exec_prim_fn exec_prim_impl[IR_PRIM_COUNT] = {
     [IR_PRIM_FLOAT] = p_float,
     [IR_PRIM_BOOL] = p_bool,
     [IR_PRIM_GETITEM] = exec_prim_getitem,
+    [IR_PRIM_LIST_SLICE] = exec_prim_list_slice,
     [IR_PRIM_APPEND] = p_append,
     [IR_PRIM_LIST] = p_list_copy,
     [IR_PRIM_CONTAINS] = p_contains,

@@ -10,5 +10,6 @@ int exec_prim_tuple_construct(const exec_instr *x, exec_value *in, exec_value *o
 int exec_prim_unpack(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_getitem(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_list_slice(const exec_instr *x, exec_value *in, exec_value *out);
 
 #endif

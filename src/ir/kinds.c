@@ -246,7 +246,10 @@ static int check_op(const ir_node *n) {
       return buf_error(&b);
     }
   }
-  if (!any_tensor) {
+  bool factory = true; /* zeros(int[] size, ...): no Tensor in the schema */
+  for (int i = 0; i < info->n_args && factory; i++)
+    factory = strncmp(op_arg_type(op, i), "Tensor", 6) != 0;
+  if (!any_tensor && !factory) {
     ir_buf_printf(&b, "%s: no tensor among the arguments ", info->name);
     put_types(&b, n->inputs, n->n_inputs);
     ir_buf_printf(&b, " (%s)", info->schema);
@@ -554,6 +557,20 @@ int ir_kind_resolve(const char *name, ir_value *const *inputs, int n_inputs, int
   }
   int o = op_find_arity(name, n_inputs);
   if (o >= 0) {
+    /* overloads of one arity (masked_fill.Scalar and .Tensor): the first
+     * whose schema accepts the argument types, else the first */
+    for (int k = o; k < KILN_OP_COUNT; k++) {
+      const op_info *info = &op_table[k];
+      if (info->n_args != n_inputs || strcmp(info->name, name) != 0) continue;
+      bool fits = true;
+      for (int i = 0; i < n_inputs && fits; i++)
+        fits = schema_accepts(op_arg_type(k, i), inputs[i]->type,
+                              (info->flags & OPF_ELEMENTWISE) && i < info->n_operands);
+      if (fits) {
+        o = k;
+        break;
+      }
+    }
     *op = o;
     return 0;
   }

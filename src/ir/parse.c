@@ -296,6 +296,24 @@ static int parse_type_primary(parser *p, ir_graph *g, const ir_type **out) {
     return *out ? 0 : oom(p);
   }
   if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "a type");
+  if (at_word(p, "NamedTuple")) {
+    /* NamedTuple(values : Tensor, indices : Tensor): read as a plain tuple */
+    const ir_type **elems = NULL;
+    int n = 0, cap = 0;
+    next(p);
+    if ((rc = expect(p, '(')) < 0) return rc;
+    while (!at(p, ')')) {
+      if (p->lx.tok.kind != IR_T_IDENT) return unexpected(p, "a field name");
+      next(p);
+      if ((rc = expect(p, ':')) < 0) return rc;
+      if (ir_grow(g, &elems, &cap, n + 1, sizeof *elems) < 0) return oom(p);
+      if ((rc = parse_type(p, g, &elems[n++])) < 0) return rc;
+      if (!at(p, ')') && (rc = expect(p, ',')) < 0) return rc;
+    }
+    next(p);
+    *out = ir_type_tuple(g, n, elems);
+    return *out ? 0 : oom(p);
+  }
   if (at_word(p, "Tensor")) return parse_tensor_type(p, g, -1, out);
   int dt = dtype_of(&p->lx.tok);
   if (dt >= 0) return parse_tensor_type(p, g, dt, out);
@@ -338,7 +356,8 @@ static int parse_type(parser *p, ir_graph *g, const ir_type **out) {
 /* Is the current ir_token the start of a type rather than a constant? */
 static bool at_type(const parser *p) {
   return p->lx.tok.kind == IR_T_IDENT && !at_word(p, "True") && !at_word(p, "False") &&
-         !at_word(p, "None") && !at_word(p, "inf") && !at_word(p, "nan");
+         !at_word(p, "None") && !at_word(p, "inf") && !at_word(p, "nan") &&
+         !at_word(p, "annotate");
 }
 
 static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
@@ -366,6 +385,20 @@ static int parse_ivalue(parser *p, ir_graph *g, ir_ivalue *v) {
     } else if (at_word(p, "inf") || at_word(p, "nan")) {
       v->tag = IR_IV_FLOAT;
       v->f = tok_float(&t);
+    } else if (at_word(p, "annotate")) {
+      /* annotate(List[int], []): the value, whose type the node declares
+       * (the Python type is skipped up to its comma) */
+      next(p);
+      if ((rc = expect(p, '(')) < 0) return rc;
+      for (int depth = 0; depth > 0 || !at(p, ','); next(p)) {
+        if (p->lx.tok.kind == IR_T_EOF) return unexpected(p, "',' after the annotated type");
+        if (at(p, '[') || at(p, '(')) depth++;
+        else if (at(p, ']') || at(p, ')')) depth--;
+        if (depth < 0) return unexpected(p, "',' after the annotated type");
+      }
+      next(p);
+      if ((rc = parse_ivalue(p, g, v)) < 0) return rc;
+      return expect(p, ')');
     } else {
       return unexpected(p, "a constant");
     }

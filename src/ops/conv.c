@@ -60,8 +60,9 @@ static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) 
 
 /* Geometry of one 2-d sliding window (conv or pool) over planes. */
 typedef struct win_geom {
-  int64_t N, C, H, W, O, KH, KW, OH, OW;
+  int64_t N, C, H, W, O, KH, KW, OH, OW; /* conv: C is per group */
   int64_t sh, sw, ph, pw, dh, dw;
+  int64_t G; /* conv: groups (channels C * G in, O out, O / G per group) */
 } win_geom;
 
 /* Output size of a window; < 0 with a message when it would be empty. */
@@ -193,8 +194,9 @@ static const kiln_tensor *contig(const kiln_tensor *t, kiln_tensor **own) {
 
 /* ---- conv2d ------------------------------------------------------------------- */
 
-/* Validates a conv2d-style call: input [N, C, H, W], weight [O, C, KH, KW],
- * stride/padding/dilation, groups == 1. Fills g. */
+/* Validates a conv2d-style call: input [N, G C, H, W], weight [O, C, KH,
+ * KW], stride/padding/dilation, groups G dividing the channels. Fills g
+ * (g->C is the per-group input channels). */
 static int conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
                      const op_val *stride, const op_val *pad, const op_val *dil,
                      const op_val *groups, win_geom *g) {
@@ -202,21 +204,27 @@ static int conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
   if (groups->tag != OP_VAL_INT)
     return core_error(KILN_ERR_INVALID, "%s: groups must be an int, got %s", fn,
                       op_val_desc(groups, d, sizeof d));
-  if (groups->i != 1)
-    return core_error(KILN_ERR_UNSUPPORTED, "%s: groups=%lld is not supported (only groups=1)",
-                      fn, (long long)groups->i);
+  if (groups->i < 1)
+    return core_error(KILN_ERR_INVALID, "%s: non-positive groups is not supported, got %lld", fn,
+                      (long long)groups->i);
   if (x->dtype != w->dtype)
     return core_error(KILN_ERR_INVALID,
                       "%s: expected input and weight to have the same dtype, got %s and %s",
                       fn, core_tensor_desc(x, d, sizeof d), core_tensor_desc(w, e, sizeof e));
   if (win_params(fn, stride, pad, dil, NULL, g) < 0) return -1;
+  g->G = groups->i;
   g->N = x->shape[0], g->C = x->shape[1], g->H = x->shape[2], g->W = x->shape[3];
   g->O = w->shape[0], g->KH = w->shape[2], g->KW = w->shape[3];
-  if (w->shape[1] != g->C)
+  if (g->O % g->G)
+    return core_error(KILN_ERR_INVALID, "%s: expected weight %s to have a multiple of groups=%lld "
+                      "output channels", fn, core_tensor_desc(w, d, sizeof d), (long long)g->G);
+  if (w->shape[1] * g->G != g->C)
     return core_error(KILN_ERR_INVALID,
-                      "%s: weight %s expects input with %lld channels, got %s (%lld channels)",
-                      fn, core_tensor_desc(w, d, sizeof d), (long long)w->shape[1],
-                      core_tensor_desc(x, e, sizeof e), (long long)g->C);
+                      "%s: weight %s%s expects input with %lld channels, got %s (%lld channels)",
+                      fn, core_tensor_desc(w, d, sizeof d), g->G > 1 ? " with groups > 1" : "",
+                      (long long)(w->shape[1] * g->G), core_tensor_desc(x, e, sizeof e),
+                      (long long)g->C);
+  g->C /= g->G;
   if (g->C == 0 || g->KH == 0 || g->KW == 0)
     return core_error(KILN_ERR_INVALID, "%s: empty channels or kernel: input %s, weight %s",
                       fn, core_tensor_desc(x, d, sizeof d), core_tensor_desc(w, e, sizeof e));
@@ -248,10 +256,12 @@ int op_conv2d_infer(const op_val *a, int n, op_meta *o, int m) {
   return 1;
 }
 
-/* One sample: out_b[O, L] = bias + W @ im2col(x_b). */
+/* One sample: out_b[O, L] = bias + W @ im2col(x_b), per group (group k
+ * reads input channels k C.., weight rows and output channels k O/G..). */
 static void conv_one(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
                      const char *bias, char *out, char *col) {
-  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  size_t es = kiln_dtype_size(dt);
   if (bias)
     for (int64_t o = 0; o < g->O; o++) {
       if (dt == KILN_DTYPE_F32)
@@ -259,9 +269,16 @@ static void conv_one(kiln_dtype dt, const win_geom *g, const char *x, const char
       else
         for (int64_t l = 0; l < L; l++) ((double *)out)[o * L + l] = ((const double *)bias)[o];
     }
-  if (!is_pointwise(g)) im2col(dt, x, g, col);
-  else col = (char *)x;
-  gemm_rm(dt, false, false, g->O, L, K, w, K, col, L, bias ? 1.0 : 0.0, out, L);
+  for (int64_t k = 0; k < g->G; k++) {
+    const char *xk = x + (size_t)(k * g->C * g->H * g->W) * es;
+    const char *c = xk;
+    if (!is_pointwise(g)) {
+      im2col(dt, xk, g, col);
+      c = col;
+    }
+    gemm_rm(dt, false, false, Og, L, K, w + (size_t)(k * Og * K) * es, K, c, L,
+            bias ? 1.0 : 0.0, out + (size_t)(k * Og * L) * es, L);
+  }
 }
 
 int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
@@ -296,7 +313,7 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   }
   const char *xd = core_data(x), *wd = core_data(w), *bd = b ? core_data(b) : NULL;
   char *od = core_data(o[0]);
-  int64_t xs = g.C * g.H * g.W * (int64_t)es, os = g.O * L * (int64_t)es;
+  int64_t xs = g.G * g.C * g.H * g.W * (int64_t)es, os = g.O * L * (int64_t)es;
   if (nt > 1) {
 #pragma omp parallel for schedule(static) num_threads(nt)
     for (int64_t i = 0; i < g.N; i++)
@@ -385,10 +402,10 @@ int op_convolution_backward_infer(const op_val *a, int n, op_meta *o, int m) {
   return 3;
 }
 
-/* One sample: gW_part += gout_b @ col^T; gx_b = col2im(W^T @ gout_b). */
-static void conv_back_one(kiln_dtype dt, const win_geom *g, const bool *mask, const char *x,
-                          const char *w, const char *go, char *gx, char *gw, char *col,
-                          char *gcol) {
+/* One group of one sample: gW_part += gout @ col^T; gx = col2im(W^T @ gout). */
+static void conv_back_group(kiln_dtype dt, const win_geom *g, const bool *mask, const char *x,
+                            const char *w, const char *go, char *gx, char *gw, char *col,
+                            char *gcol) {
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
   bool pw = is_pointwise(g);
   if (mask[1]) {
@@ -407,6 +424,24 @@ static void conv_back_one(kiln_dtype dt, const win_geom *g, const bool *mask, co
       memset(gx, 0, (size_t)(g->C * g->H * g->W) * kiln_dtype_size(dt));
       col2im(dt, gcol, g, gx);
     }
+  }
+}
+
+
+/* One sample: gW_part += gout_b @ col^T; gx_b = col2im(W^T @ gout_b),
+ * per group. */
+static void conv_back_one(kiln_dtype dt, const win_geom *g, const bool *mask, const char *x,
+                          const char *w, const char *go, char *gx, char *gw, char *col,
+                          char *gcol) {
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  size_t es = kiln_dtype_size(dt);
+  for (int64_t k = 0; k < g->G; k++) {
+    size_t xo = (size_t)(k * g->C * g->H * g->W) * es, wo = (size_t)(k * Og * K) * es,
+           oo = (size_t)(k * Og * L) * es;
+    win_geom one = *g;
+    one.G = 1;
+    one.O = Og;
+    conv_back_group(dt, &one, mask, x + xo, w + wo, go + oo, gx + xo, gw + wo, col, gcol);
   }
 }
 
@@ -465,7 +500,7 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
     goto done;
   }
   char *gxd = core_data(o[0]), *gwd = core_data(o[1]);
-  int64_t xs = g.C * g.H * g.W * (int64_t)es, gs = g.O * L * (int64_t)es;
+  int64_t xs = g.G * g.C * g.H * g.W * (int64_t)es, gs = g.O * L * (int64_t)es;
   if (nt > 1) {
     memset(bufs, 0, per * (size_t)nt);
 #pragma omp parallel for schedule(static) num_threads(nt)
@@ -513,8 +548,6 @@ static int pool_geom(const char *fn, const op_val *self, const op_val *a, win_ge
     return core_error(KILN_ERR_INVALID, "%s: kernel_size must be positive, got [%lld, %lld]",
                       fn, (long long)k[0], (long long)k[1]);
   if (win_params(fn, &a[1], &a[2], &a[3], k, g) < 0) return -1;
-  if (a[4].tag == OP_VAL_BOOL && a[4].b)
-    return core_error(KILN_ERR_UNSUPPORTED, "%s: ceil_mode=True is not supported", fn);
   if (g->ph > k[0] / 2 || g->pw > k[1] / 2)
     return core_error(KILN_ERR_INVALID,
                       "%s: padding [%lld, %lld] must be at most half the kernel size [%lld, %lld]",
@@ -524,7 +557,18 @@ static int pool_geom(const char *fn, const op_val *self, const op_val *a, win_ge
   g->C = nd == 4 ? x->shape[0] * x->shape[1] : x->shape[0];
   g->H = x->shape[nd - 2], g->W = x->shape[nd - 1];
   g->KH = k[0], g->KW = k[1], g->O = g->C;
-  return win_out(fn, x, g);
+  if (win_out(fn, x, g) < 0) return -1;
+  if (a[4].tag == OP_VAL_BOOL && a[4].b) {
+    /* ceil_mode: one more window where a partial one remains, as long as
+     * it starts inside the input or its left padding (the kernel clips
+     * windows to the input) */
+    int64_t eh = g->dh * (g->KH - 1) + 1, ew = g->dw * (g->KW - 1) + 1;
+    g->OH = ceil_div(g->H + 2 * g->ph - eh, g->sh) + 1;
+    g->OW = ceil_div(g->W + 2 * g->pw - ew, g->sw) + 1;
+    if ((g->OH - 1) * g->sh >= g->H + g->ph) g->OH--;
+    if ((g->OW - 1) * g->sw >= g->W + g->pw) g->OW--;
+  }
+  return 0;
 }
 
 static void pool_out_meta(const kiln_tensor *x, const win_geom *g, kiln_dtype dt, op_meta *o) {

@@ -301,8 +301,12 @@ TEST(ir_graph_kind_resolution) {
   CHECK(ir_kind_resolve("aten::size", &x, 1, &op, &prim) == 0 && prim == IR_PRIM_SIZE);
   CHECK(ir_kind_resolve("aten::neg", &x, 1, &op, &prim) == 0 && op == KILN_OP_NEG);
   CHECK(ir_kind_resolve("aten::neg", &f, 1, &op, &prim) == 0 && prim == IR_PRIM_NEG);
-  CHECK(ir_kind_resolve("aten::max", xx, 2, &op, &prim) == KILN_ERR_FORMAT);
-  CHECK_STR_CONTAINS(kiln_last_error(), "aten::max expects 3 arguments");
+  CHECK(ir_kind_resolve("aten::max", xx, 2, &op, &prim) == 0 && op == KILN_OP_MAX_OTHER);
+  CHECK(ir_kind_resolve("aten::softmax", xx, 2, &op, &prim) == KILN_ERR_FORMAT);
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::softmax expects 3 arguments");
+  /* overloads of one arity are told apart by their argument types */
+  CHECK(ir_kind_resolve("aten::clamp_min", xx, 2, &op, &prim) == 0 && op == KILN_OP_CLAMP_MIN_T);
+  CHECK(ir_kind_resolve("aten::clamp_min", xf, 2, &op, &prim) == 0 && op == KILN_OP_CLAMP_MIN);
   CHECK(ir_kind_resolve("aten::nope", xx, 2, &op, &prim) == KILN_ERR_FORMAT);
   CHECK(ir_prim_find("prim::Loop") == IR_PRIM_LOOP && ir_prim_find("aten::relu") < 0);
   /* every prims.def entry is well formed: a unique name, a signature that

@@ -163,7 +163,51 @@ TEST(conv2d_errors) {
   CHECK(op_call1(KILN_OP_CONV2D, (op_val[]){OPV_T(x), OPV_T(w4), OPV_NONE, OPV_INTS(one, 2),
                                             OPV_INTS(zero, 2), OPV_INTS(one, 2), OPV_I(2)},
                  7) == NULL);
-  CHECK_STR_CONTAINS(kiln_last_error(), "aten::conv2d: groups=2 is not supported (only groups=1)");
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::conv2d: weight Float[8, 4, 3, 3] with groups > 1 "
+                                         "expects input with 8 channels");
+  CHECK(op_call1(KILN_OP_CONV2D, (op_val[]){OPV_T(x), OPV_T(w4), OPV_NONE, OPV_INTS(one, 2),
+                                            OPV_INTS(zero, 2), OPV_INTS(one, 2), OPV_I(0)},
+                 7) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "aten::conv2d: non-positive groups is not supported");
+  kiln_scope_end();
+}
+
+/* groups = G is G independent convolutions of the channel blocks: against
+ * conv2d of each block (groups=1), forward and backward */
+TEST(conv2d_groups_match_per_group_convs) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(3);
+  kiln_tensor *x = kiln_randn(4, (int64_t[]){2, 6, 5, 5}, KILN_DTYPE_F64, g);
+  kiln_tensor *w = kiln_randn(4, (int64_t[]){9, 2, 3, 3}, KILN_DTYPE_F64, g);
+  kiln_tensor *b = kiln_randn(1, (int64_t[]){9}, KILN_DTYPE_F64, g);
+  int64_t one[2] = {1, 1}, pad[2] = {1, 1};
+  kiln_set_requires_grad(x, true);
+  kiln_set_requires_grad(w, true);
+  kiln_tensor *y = op_call1(KILN_OP_CONV2D, (op_val[]){OPV_T(x), OPV_T(w), OPV_T(b), OPV_INTS(one, 2),
+                                                       OPV_INTS(pad, 2), OPV_INTS(one, 2), OPV_I(3)},
+                            7);
+  CHECK(y != NULL);
+  kiln_tensor *parts[3];
+  for (int k = 0; k < 3; k++)
+    parts[k] = kiln_conv2d(kiln_narrow(x, 1, 2 * k, 2), kiln_narrow(w, 0, 3 * k, 3),
+                           kiln_narrow(b, 0, 3 * k, 3), NULL, pad);
+  kiln_tensor *want = kiln_cat(parts, 3, 1);
+  double err;
+  kiln_item(kiln_amax(kiln_abs(kiln_sub(y, want)), NULL, 0, false), &err);
+  CHECK_NEAR(err, 0, 1e-12);
+  kiln_tensor *gx1, *gw1, *gx2, *gw2;
+  kiln_tensor *wt = kiln_randn(4, (int64_t[]){2, 9, 5, 5}, KILN_DTYPE_F64, g);
+  kiln_tensor *ins[2] = {x, w}, *gs[2];
+  kiln_tensor *l1 = kiln_sum(kiln_mul(y, wt), NULL, 0, false), *l2 = kiln_sum(kiln_mul(want, wt), NULL, 0, false);
+  CHECK(kiln_grad(&l1, NULL, 1, ins, 2, NULL, gs) == 0);
+  gx1 = gs[0], gw1 = gs[1];
+  CHECK(kiln_grad(&l2, NULL, 1, ins, 2, NULL, gs) == 0);
+  gx2 = gs[0], gw2 = gs[1];
+  kiln_item(kiln_amax(kiln_abs(kiln_sub(gx1, gx2)), NULL, 0, false), &err);
+  CHECK_NEAR(err, 0, 1e-12);
+  kiln_item(kiln_amax(kiln_abs(kiln_sub(gw1, gw2)), NULL, 0, false), &err);
+  CHECK_NEAR(err, 0, 1e-12);
+  kiln_generator_free(g);
   kiln_scope_end();
 }
 
@@ -215,11 +259,17 @@ TEST(max_pool2d_public_api_nan_and_errors) {
   CHECK(shape_is(y2, 4, (int64_t[]){1, 1, 2, 3}));
   /* errors */
   int64_t k2[2] = {2, 2}, one[2] = {1, 1}, zero[2] = {0, 0};
-  CHECK(op_call1(KILN_OP_MAX_POOL2D, (op_val[]){OPV_T(x), OPV_INTS(k2, 2), OPV_INTS(k2, 2),
-                                                OPV_INTS(zero, 2), OPV_INTS(one, 2), OPV_B(true)},
-                 6) == NULL);
-  CHECK_STR_CONTAINS(kiln_last_error(),
-                     "aten::max_pool2d_with_indices: ceil_mode=True is not supported");
+  /* ceil_mode keeps the partial last window (PyTorch: [[5, 2], [nan, nan]]) */
+  int64_t k13[2] = {1, 3}, s12[2] = {1, 2};
+  kiln_tensor *yc = op_call1(KILN_OP_MAX_POOL2D, (op_val[]){OPV_T(x), OPV_INTS(k13, 2),
+                                                            OPV_INTS(s12, 2), OPV_INTS(zero, 2),
+                                                            OPV_INTS(one, 2), OPV_B(true)},
+                             6);
+  CHECK(shape_is(yc, 4, (int64_t[]){1, 1, 2, 2}));
+  CHECK_NEAR(yc ? core_get_flat(yc, 0) : 0, 5.0, 0);
+  CHECK_NEAR(yc ? core_get_flat(yc, 1) : 0, 2.0, 0);
+  CHECK(yc && isnan(core_get_flat(yc, 2)) && isnan(core_get_flat(yc, 3)));
+  (void)k2;
   CHECK(kiln_max_pool2d(x, (int64_t[]){2, 2}, NULL, (int64_t[]){2, 0}) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(), "padding [2, 0] must be at most half the kernel size [2, 2]");
   CHECK(kiln_max_pool2d(kiln_zeros(2, (int64_t[]){4, 4}, KILN_DTYPE_F32), (int64_t[]){2, 2}, NULL,
