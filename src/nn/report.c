@@ -1,6 +1,7 @@
 /* src/nn/report.c: what training shows and leaves behind: the per-step
  * log, the progress bar (a terminal only, at most 10 redraws a second, as
  * curl's), the SVG plot and the metrics JSON. */
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -181,37 +182,51 @@ int nn_write_plot(const char *path, const nn_log *log, const char *title) {
   return save_sbuf(path, "plot", &b);
 }
 
-/* ---- metrics JSON -------------------------------------------------------------- */
+/* ---- metrics JSON (jansson) ------------------------------------------------------ */
 
-static void sb_num(sbuf *b, double v) {
-  if (isfinite(v)) sb_printf(b, "%.9g", v);
-  else sb_printf(b, "null");
+static int write_text(nn_writer *w, void *ud) {
+  const char *t = ud;
+  return nn_write(w, t, strlen(t));
 }
 
 int nn_write_metrics(const char *path, const nn_log *log, const char *mode, const char *model) {
-  sbuf b = {0};
-  sb_printf(&b, "{\"mode\": \"%s\", \"model\": \"%s\", \"steps\": [", mode, model);
-  for (int64_t i = 0; i < log->n_steps; i++) {
-    sb_printf(&b, "%s\n  {\"step\": %lld, \"loss\": ", i ? "," : "",
-              (long long)(log->first_step + i));
-    sb_num(&b, log->loss[i]);
-    sb_printf(&b, ", \"counters\": {");
-    for (int k = 0; k < log->n_counters; k++)
-      sb_printf(&b, "%s\"%s\": %lld", k ? ", " : "", log->counter_names[k],
-                (long long)log->counters[i * log->n_counters + k]);
-    sb_printf(&b, "}}");
+  json_t *steps = json_array(), *epochs = json_array();
+  bool ok = steps && epochs;
+  for (int64_t i = 0; i < log->n_steps && ok; i++) {
+    json_t *c = json_object();
+    ok = c != NULL;
+    for (int k = 0; k < log->n_counters && ok; k++)
+      ok = json_object_set_new(c, log->counter_names[k],
+                               json_integer(log->counters[i * log->n_counters + k])) == 0;
+    if (!ok) {
+      json_decref(c);
+      break;
+    }
+    /* json_pack and append_new take c and the step's object even on failure */
+    ok = json_array_append_new(steps, json_pack("{s:I, s:o, s:o}", "step",
+                                                      (json_int_t)(log->first_step + i), "loss",
+                                                      core_json_num(log->loss[i]), "counters",
+                                                      c)) == 0;
   }
-  sb_printf(&b, "\n], \"epochs\": [");
-  for (int e = 0; e < log->n_epochs; e++) {
-    sb_printf(&b, "%s\n  {\"epoch\": %d, \"last_step\": %lld, \"test_loss\": ", e ? "," : "",
-              e + 1, (long long)log->epoch_end_step[e]);
-    sb_num(&b, log->test_loss[e]);
-    sb_printf(&b, ", \"test_accuracy\": ");
-    sb_num(&b, log->test_acc[e]);
-    sb_printf(&b, "}");
+  for (int e = 0; e < log->n_epochs && ok; e++)
+    ok = json_array_append_new(epochs, json_pack("{s:i, s:I, s:o, s:o}", "epoch", e + 1,
+                                                 "last_step", (json_int_t)log->epoch_end_step[e],
+                                                 "test_loss", core_json_num(log->test_loss[e]),
+                                                 "test_accuracy",
+                                                 core_json_num(log->test_acc[e]))) == 0;
+  json_t *j = NULL;
+  if (ok)
+    j = json_pack("{s:s, s:s, s:o, s:o}", "mode", mode, "model", model, "steps", steps,
+                  "epochs", epochs);
+  else {
+    json_decref(steps);
+    json_decref(epochs);
   }
-  sb_printf(&b, "\n]}\n");
-  return save_sbuf(path, "metrics", &b);
+  char *text = core_json_take(j, ok && j, NULL);
+  if (!text) return KILN_ERR_NOMEM;
+  int rc = nn_atomic_write(path, "metrics", write_text, text);
+  core_free(text);
+  return rc;
 }
 
 /* ---- progress bar ---------------------------------------------------------------- */
@@ -246,19 +261,31 @@ void nn_progress_update(nn_progress *p, int64_t done, int64_t samples, double lo
   p->last_draw = now;
   double el = now - p->start, rate = el > 0 ? (double)samples / el : 0;
   double eta = done > 0 ? el * (double)(p->total - done) / (double)done : 0;
-  char info[160];
+  /* Note [Progress width]: the line never reaches the terminal's last
+   * column (a full line wraps, and every redraw then scrolls): the rate and
+   * ETA go first, then the bar, and what is left is cut. */
+  int cols = term_width() - 1;
+  char info[160], head[32], line[512];
+  int h = snprintf(head, sizeof head, "epoch %d/%d", p->epoch, p->n_epochs);
   int k = snprintf(info, sizeof info, " %lld/%lld %.0f samples/s loss %.4f ETA %.0fs",
                    (long long)done, (long long)p->total, rate, loss, eta);
-  char head[32];
-  int h = snprintf(head, sizeof head, "epoch %d/%d [", p->epoch, p->n_epochs);
-  int width = term_width() - 1 - h - 1 - k;
-  if (width < 10) width = 10;
+  if (h + 2 + 10 + k > cols)
+    k = snprintf(info, sizeof info, " %lld/%lld loss %.4f", (long long)done, (long long)p->total,
+                 loss);
+  int width = cols - h - 3 - k; /* " [" and "]" */
   if (width > 60) width = 60;
-  int fill = p->total > 0 ? (int)((double)width * (double)done / (double)p->total) : width;
-  char bar[64];
-  for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-  bar[width] = 0;
-  fprintf(stderr, "\r%s%s]%s\033[K", head, bar, info);
+  int n;
+  if (width >= 5) {
+    int fill = p->total > 0 ? (int)((double)width * (double)done / (double)p->total) : width;
+    char bar[64];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = 0;
+    n = snprintf(line, sizeof line, "%s [%s]%s", head, bar, info);
+  } else {
+    n = snprintf(line, sizeof line, "%s%s", head, info);
+  }
+  if (n > cols && cols > 0 && cols < (int)sizeof line) line[cols] = 0;
+  fprintf(stderr, "\r%s\033[K", line);
   fflush(stderr);
 }
 
