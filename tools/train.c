@@ -118,6 +118,10 @@ int kiln_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "kiln eval: %s\n", kiln_last_error());
     return 1;
   }
+  if (info.plain)
+    fprintf(stderr, "kiln eval: notice: %s is a plain state_dict (no kiln metadata, no CRC to "
+                    "verify); loaded as the %s by PyTorch's names, shapes checked\n",
+            path, info.model);
   printf("%s: model %s, step %lld, epoch %lld\n", path, info.model, (long long)info.step,
          (long long)info.epoch);
   printf("test_loss=%.4f\n", loss);

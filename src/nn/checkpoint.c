@@ -35,7 +35,7 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
     return core_error(KILN_ERR_INVALID, "checkpoint_save: NULL path, module or info");
   int n_st = kiln_optim_n_state(o), n = m->n_params + n_st, rc = 0;
   const char **names = core_calloc((size_t)(n ? n : 1), sizeof *names);
-  char **owned = core_calloc((size_t)(n_st ? n_st : 1), sizeof *owned);
+  char **owned = core_calloc((size_t)(n ? n : 1), sizeof *owned);
   kiln_tensor **ts = core_calloc((size_t)(n ? n : 1), sizeof *ts);
   kiln_scope_begin();
   if (!names || !owned || !ts) {
@@ -44,22 +44,20 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
   }
   uint32_t crc = 0;
   for (int i = 0; i < n && rc == 0; i++) {
+    /* PyTorch's names (Note [PyTorch names]), optimizer state under "optim." */
     kiln_tensor *t;
-    if (i < m->n_params) {
-      names[i] = m->names[i];
-      t = m->params[i];
-    } else {
-      const char *sn = kiln_optim_state_name(o, i - m->n_params);
-      size_t len = strlen(OPTIM_PREFIX) + strlen(sn) + 1;
-      owned[i - m->n_params] = core_alloc(len);
-      if (!owned[i - m->n_params]) {
-        rc = KILN_ERR_NOMEM;
-        break;
-      }
-      snprintf(owned[i - m->n_params], len, OPTIM_PREFIX "%s", sn);
-      names[i] = owned[i - m->n_params];
-      t = kiln_optim_state(o, i - m->n_params);
+    const char *kn = i < m->n_params ? m->names[i] : kiln_optim_state_name(o, i - m->n_params);
+    char tn[512];
+    nn_torch_name(m->arch, kn, tn, sizeof tn);
+    size_t len = strlen(OPTIM_PREFIX) + strlen(tn) + 1;
+    owned[i] = core_alloc(len);
+    if (!owned[i]) {
+      rc = KILN_ERR_NOMEM;
+      break;
     }
+    snprintf(owned[i], len, "%s%s", i < m->n_params ? "" : OPTIM_PREFIX, tn);
+    names[i] = owned[i];
+    t = i < m->n_params ? m->params[i] : kiln_optim_state(o, i - m->n_params);
     /* CPU and contiguous now, so that the CRC sees the bytes written */
     kiln_tensor *c = kiln_to_cpu(t);
     if (c && !kiln_tensor_is_contiguous(c)) c = kiln_contiguous(c);
@@ -91,7 +89,7 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
   if (rc < 0) core_error_prefix("checkpoint_save:");
 done:
   kiln_scope_end();
-  for (int i = 0; owned && i < n_st; i++) core_free(owned[i]);
+  for (int i = 0; owned && i < n; i++) core_free(owned[i]);
   core_free(owned);
   core_free(names);
   core_free(ts);
@@ -107,9 +105,61 @@ static int parse_i64(const char *s, int64_t *out) {
   return 0;
 }
 
-/* Checks format and CRC; fills info from the metadata. */
+/* The tensor of st named as PyTorch names the module's tensor kiln_name,
+ * or (checkpoints before PyTorch names) as kiln names it; its index in
+ * *k. NULL if neither is there. */
+static kiln_tensor *find_tensor(const kiln_safetensors *st, const char *arch, const char *prefix,
+                                const char *kiln_name, int *k) {
+  char tn[512], want[600];
+  nn_torch_name(arch, kiln_name, tn, sizeof tn);
+  for (int pass = 0; pass < 2; pass++) {
+    snprintf(want, sizeof want, "%s%s", prefix, pass == 0 ? tn : kiln_name);
+    for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
+      if (strcmp(kiln_safetensors_name(st, i), want) == 0) {
+        *k = i;
+        return kiln_safetensors_tensor(st, i);
+      }
+  }
+  return NULL;
+}
+
+/* A plain state_dict (no kiln metadata): the built-in model whose every
+ * parameter it holds with the model's dtype and shape, and nothing else
+ * outside "optim."; NULL if none. */
+static const char *guess_arch(const kiln_safetensors *st) {
+  static const char *const archs[] = {"mlp", "cnn", "lstm"};
+  int n_model = 0;
+  for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
+    n_model += strncmp(kiln_safetensors_name(st, i), OPTIM_PREFIX, strlen(OPTIM_PREFIX)) != 0;
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    kiln_generator *g = kiln_generator_new(0);
+    kiln_nn_module *m = g ? kiln_nn_model_new(archs[a], g) : NULL;
+    bool ok = m && m->n_params == n_model;
+    for (int i = 0; ok && i < m->n_params; i++) {
+      int k;
+      kiln_tensor *t = find_tensor(st, archs[a], "", m->names[i], &k), *w = m->params[i];
+      ok = t && t->dtype == w->dtype && t->ndim == w->ndim &&
+           memcmp(t->shape, w->shape, (size_t)w->ndim * sizeof *w->shape) == 0;
+    }
+    kiln_nn_module_free(m);
+    kiln_generator_free(g);
+    if (ok) return archs[a];
+  }
+  return NULL;
+}
+
+/* Checks format and CRC; fills info from the metadata. A file without
+ * kiln's metadata is a plain state_dict (PyTorch's): info->plain, the
+ * model guessed from its tensors, step 0; nothing to verify it with. */
 static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoint_info *info) {
   const char *fmt = kiln_safetensors_metadata(st, "format");
+  if (!fmt && !kiln_safetensors_metadata(st, "crc32")) {
+    memset(info, 0, sizeof *info);
+    info->plain = true;
+    const char *arch = guess_arch(st);
+    if (arch) snprintf(info->model, sizeof info->model, "%s", arch);
+    return 0;
+  }
   if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
     return core_error(KILN_ERR_FORMAT,
                       "checkpoint: '%s': not a kiln checkpoint (__metadata__ format is %s%s%s, "
@@ -192,12 +242,14 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   char name[512];
   if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
   if (rc < 0) goto done;
-  if (m->arch && strcmp(inf.model, m->arch) != 0) {
+  /* a plain state_dict: the tensor checks below say what differs */
+  if (m->arch && !inf.plain && strcmp(inf.model, m->arch) != 0) {
     rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds a '%s' model, not '%s'", path,
                     inf.model[0] ? inf.model : "(unnamed)", m->arch);
     goto done;
   }
-  if (o && strcmp(inf.optimizer, kiln_optim_name(o)) != 0) {
+  if (o && inf.plain) n_st = 0; /* a plain state_dict: the optimizer starts fresh */
+  if (o && !inf.plain && strcmp(inf.optimizer, kiln_optim_name(o)) != 0) {
     rc = core_error(KILN_ERR_FORMAT,
                     "checkpoint: '%s': it holds %s%s optimizer state, the optimizer is %s", path,
                     inf.optimizer[0] ? inf.optimizer : "no", inf.optimizer[0] ? "" : "",
@@ -206,24 +258,20 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   }
   for (int i = 0; i < m->n_params + n_st && rc == 0; i++) {
     kiln_tensor *want;
-    if (i < m->n_params) {
-      snprintf(name, sizeof name, "%s", m->names[i]);
-      want = m->params[i];
-    } else {
-      snprintf(name, sizeof name, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i - m->n_params));
-      want = kiln_optim_state(o, i - m->n_params);
-    }
-    for (int k = 0; k < n_file; k++)
-      if (strcmp(kiln_safetensors_name(st, k), name) == 0) {
-        used[k] = true;
-        src[i] = kiln_safetensors_tensor(st, k);
-      }
+    const char *kn = i < m->n_params ? m->names[i] : kiln_optim_state_name(o, i - m->n_params);
+    want = i < m->n_params ? m->params[i] : kiln_optim_state(o, i - m->n_params);
+    char tn[512];
+    snprintf(name, sizeof name, "%s%s", i < m->n_params ? "" : OPTIM_PREFIX,
+             nn_torch_name(m->arch, kn, tn, sizeof tn));
+    int k = -1;
+    src[i] = find_tensor(st, m->arch, i < m->n_params ? "" : OPTIM_PREFIX, kn, &k);
+    if (k >= 0) used[k] = true;
     rc = check_match(path, name, want, src[i]);
   }
   for (int k = 0; k < n_file && rc == 0; k++) {
     const char *fn = kiln_safetensors_name(st, k);
     bool is_optim = strncmp(fn, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) == 0;
-    if (!used[k] && !(o == NULL && is_optim))
+    if (!used[k] && !((o == NULL || inf.plain) && is_optim))
       rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds '%s', which the %s lacks", path,
                       fn, is_optim ? "optimizer" : "model");
   }
@@ -235,10 +283,11 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
     rc = kiln_copy_(dst, src[i]);
   }
   kiln_set_grad_enabled(was);
-  if (rc == 0 && o) {
+  if (rc == 0 && o && !inf.plain) {
     kiln_optim_set_steps(o, inf.step);
     kiln_optim_set_lr(o, inf.lr);
   }
+  if (rc == 0 && inf.plain && m->arch) snprintf(inf.model, sizeof inf.model, "%s", m->arch);
   if (rc == 0 && info) *info = inf;
 done:
   core_free(used);

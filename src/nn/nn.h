@@ -107,4 +107,10 @@ void nn_progress_begin(nn_progress *p, bool enabled, int epoch, int n_epochs, in
 void nn_progress_update(nn_progress *p, int64_t done, int64_t samples, double loss, bool force);
 void nn_progress_end(nn_progress *p);
 
+/* The name PyTorch's equivalent module gives a built-in model's tensor
+ * (Note [PyTorch names] in torch_names.c): "fc1.weight" of the mlp is
+ * "0.weight"; names of other archs, or without a mapping, are copied.
+ * Writes at most n bytes into buf; returns buf. Never fails. */
+const char *nn_torch_name(const char *arch, const char *name, char *buf, size_t n);
+
 #endif
