@@ -78,10 +78,15 @@ static const char *const helps[] = {
 /* Runs kiln with args; returns the exit status, stdout and stderr. */
 static int run_kiln(const char *bin, const char *args, char *out, size_t n_out, char *err,
                     size_t n_err) {
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "%s %s >build/cli.out 2>build/cli.err", bin, args);
+  char cmd[1024], po[64], pe[64];
+  /* per process: make test and make test SAN=1 may run side by side */
+  snprintf(po, sizeof po, "/tmp/kiln-cli-%d.out", (int)getpid());
+  snprintf(pe, sizeof pe, "/tmp/kiln-cli-%d.err", (int)getpid());
+  snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", bin, args, po, pe);
   int st = system(cmd);
-  char *o = test_read_file("build/cli.out", NULL), *e = test_read_file("build/cli.err", NULL);
+  char *o = test_read_file(po, NULL), *e = test_read_file(pe, NULL);
+  remove(po);
+  remove(pe);
   snprintf(out, n_out, "%s", o ? o : "");
   snprintf(err, n_err, "%s", e ? e : "");
   free(o);
