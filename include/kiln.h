@@ -935,7 +935,9 @@ typedef enum kiln_nn_mode {
   KILN_NN_LAZY = 2    /* everything recorded; kiln_mark_step per step */
 } kiln_nn_mode;
 
-/* Fill with kiln_nn_train_opts_default, then change what you need. */
+/* Fill with kiln_nn_train_opts_default, then change what you need. New
+ * fields go at the end (README "Versions and ABI"); python/kiln/_lib.py
+ * mirrors this struct, and kiln_checkpoint_info in python/kiln/nn.py. */
 typedef struct kiln_nn_train_opts {
   const char *model;        /* "mlp" (default), "cnn", "lstm" */
   kiln_nn_mode mode;        /* default eager */
