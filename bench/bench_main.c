@@ -208,8 +208,8 @@ fail:
   return -1;
 }
 
-static int usage(void) {
-  fprintf(stderr,
+static int usage(FILE *f) {
+  fprintf(f,
           "usage: kiln bench [--json] [--filter SUBSTR] [--threads N] [--runs N]\n"
           "                  [--min-time SECONDS] [--no-guard] [--verbose] [--list]\n"
           "  --filter: the workload of exactly that name if there is one, else every\n"
@@ -218,7 +218,7 @@ static int usage(void) {
           "  --runs: repetitions, >= 5 (default 7); --min-time: seconds per repetition (0.2)\n"
           "  --no-guard: keep repetitions during which other processes used the CPU\n"
           "  --verbose: executor statistics on stderr (KILN_BENCH_GRAPHS=1: optimized graphs)\n");
-  return 2;
+  return f == stdout ? 0 : 2;
 }
 
 static int parse_args(int argc, char **argv, bench_opts *o) {
@@ -226,6 +226,7 @@ static int parse_args(int argc, char **argv, bench_opts *o) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     bool has_val = i + 1 < argc;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) return 1;
     if (!strcmp(a, "--json")) o->json = true;
     else if (!strcmp(a, "--list")) o->list = true;
     else if (!strcmp(a, "--no-guard")) o->guard = false;
@@ -279,7 +280,8 @@ int kiln_bench_main(int argc, char **argv) {
                                   bench_gemm_workloads, bench_model_workloads,
                                   bench_extra_workloads, bench_ops_workloads};
   bench_opts o;
-  if (parse_args(argc, argv, &o) < 0) return usage();
+  int prc = parse_args(argc, argv, &o);
+  if (prc != 0) return usage(prc > 0 ? stdout : stderr);
   if (o.threads > 0) {
     omp_set_num_threads(o.threads);
     openblas_set_num_threads(o.threads);

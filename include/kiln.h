@@ -998,8 +998,11 @@ KILN_API kiln_status kiln_safetensors_save(const char *path, int n, const char *
                                            const char *const *keys,
                                            const char *const *values);
 
-/* A checkpoint is a safetensors file of a module's parameters and buffers (their
- * names), the optimizer's state ("optim.<param>.<buffer>") and metadata:
+/* A checkpoint is a safetensors file of a module's parameters and buffers, named as
+ * PyTorch's equivalent module names them (the mlp as nn.Sequential:
+ * "0.weight", ...; README "Checkpoints and PyTorch" lists each model), the
+ * optimizer's state ("optim.<param>.<buffer>", ignored by PyTorch's
+ * load_state_dict(strict=False)) and metadata:
  * format "kiln-checkpoint-1", model, optimizer, lr, step, epoch, batch,
  * rng (the data generator's state when the current epoch started), and
  * crc32: zlib's CRC-32 (8 hex digits) of the data section (every tensor's
@@ -1017,6 +1020,8 @@ typedef struct kiln_checkpoint_info {
   int64_t epoch;         /* epochs completed */
   int64_t batch;         /* batches done in the current epoch */
   uint64_t rng[4];       /* generator state at the start of that epoch */
+  bool plain;            /* a plain state_dict (PyTorch's): no kiln metadata, no
+                            CRC; model guessed from its tensors, the rest 0 */
 } kiln_checkpoint_info;
 
 /* Saves m, o (may be NULL) and info crash-safely (as kiln_safetensors_save). */
@@ -1026,7 +1031,10 @@ KILN_API kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module
 /* Reads only the metadata (validating the whole file and its CRC). */
 KILN_API kiln_status kiln_checkpoint_read_info(const char *path, kiln_checkpoint_info *info);
 /* Loads a checkpoint into m and o (may be NULL) and fills info (may be
- * NULL). Everything is checked before anything is written: the file as
+ * NULL). A plain safetensors state_dict written by PyTorch (no kiln
+ * metadata: info->plain) loads too: every parameter by its PyTorch name
+ * (or kiln's), dtypes and shapes checked, no CRC; o's state, step and lr
+ * stay as they are. Everything is checked before anything is written: the file as
  * kiln_safetensors_load does, the CRC, the model name, that every
  * parameter (and optimizer buffer, when o is given) is present with its
  * dtype and shape, and that nothing else is; on failure m and o are
@@ -1045,7 +1053,9 @@ typedef enum kiln_nn_mode {
   KILN_NN_LAZY = 2    /* everything recorded; kiln_mark_step per step */
 } kiln_nn_mode;
 
-/* Fill with kiln_nn_train_opts_default, then change what you need. */
+/* Fill with kiln_nn_train_opts_default, then change what you need. New
+ * fields go at the end (README "Versions and ABI"); python/kiln/_lib.py
+ * mirrors this struct, and kiln_checkpoint_info in python/kiln/nn.py. */
 typedef struct kiln_nn_train_opts {
   const char *model;        /* "mlp" (default), "cnn", "lstm" */
   kiln_nn_mode mode;        /* default eager */

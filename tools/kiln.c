@@ -1,46 +1,41 @@
 /* tools/kiln.c: the `kiln` command: run IR graphs from files, print them,
- * and (in later subcommands) train and benchmark. Uses the public API only. */
+ * and dispatch train, eval and bench. Every subcommand's options are one
+ * table (tools/cli.h); `kiln help COMMAND` and `kiln COMMAND --help`
+ * print it. Uses the public API only. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "kiln.h"
 
-static int usage(void) {
-  fprintf(stderr,
-          "usage:\n"
-          "  kiln run GRAPH.ir [INPUT ...] [--requires-grad I,J,...] [--runs N] [--grad]\n"
-          "           [--phases SPEC] [--stats FILE.json] [--lazy] --out DIR\n"
-          "           [--weights W.safetensors [--save-weights FILE] [--mode eager|jit|lazy] [--eval]]\n"
-          "      --weights: GRAPH.ir is a module graph from tools/kiln-export, bound to W\n"
-          "      INPUT: a .npy file or a literal scalar (3, 2.5, true, false)\n"
-          "      --phases '3:1,2;2:;3:1,2': 3 calls with inputs 1,2 requiring grad, 2 with\n"
-          "        none, 3 with 1,2 again (outputs and grads are the last call's)\n"
-          "      writes DIR/out<K>.npy per output, DIR/grad<I>.npy per input given --grad,\n"
-          "        and DIR/in<I>.npy for each input tensor the graph wrote in place (its\n"
-          "        value after the last call; e.g. batch norm's running statistics)\n"
-          "      --lazy: inputs become lazy tensors, each call ends with a mark_step\n"
-          "        (there, a written input is one whose values changed)\n"
-          "  kiln ir GRAPH.ir\n"
-          "  kiln train [--model mlp|cnn|lstm] [--mode eager|jit|lazy] [--epochs N] ...\n"
-          "      (kiln train --help lists every option)\n"
-          "  kiln eval CHECKPOINT [--data DIR]\n"
-          "  kiln bench [--json] [--filter SUBSTR]\n"
-          "  kiln --version\n");
-  return 2;
-}
+static const char *const COMMANDS =
+    "usage: kiln COMMAND [options] (kiln help COMMAND, kiln COMMAND --help)\n"
+    "commands:\n"
+    "  run GRAPH.ir [INPUT ...] --out DIR   call a TorchScript graph, write outputs (.npy)\n"
+    "  ir GRAPH.ir                          parse a graph and print it back\n"
+    "  train [options]                      train a model on Fashion-MNIST\n"
+    "  eval CHECKPOINT                      evaluate a checkpoint on the test set\n"
+    "  bench [options]                      kiln's benchmarks\n"
+    "  help [COMMAND]                       this list, or a command's options\n"
+    "  --version                            kiln's and the library's versions\n";
 
 static int fail(const char *what) {
   fprintf(stderr, "kiln: %s%s%s\n", what, kiln_last_error()[0] ? ": " : "", kiln_last_error());
   return 1;
 }
 
+static const cli_cmd ir_cmd = {"ir", "GRAPH.ir", "Parses a TorchScript graph and prints it back.",
+                                NULL, NULL, 0, 1, 1};
+
 static int cmd_ir(int argc, char **argv) {
-  if (argc != 1) return usage();
-  kiln_graph *g = kiln_graph_load(argv[0]);
+  char **pos;
+  int n_pos, rc = cli_parse(&ir_cmd, argc, argv, &pos, &n_pos);
+  if (rc != CLI_OK) return rc == CLI_HELP ? 0 : 2;
+  kiln_graph *g = kiln_graph_load(pos[0]);
   if (!g) return fail("cannot load the graph");
   char *text = kiln_graph_print(g);
   if (!text) {
@@ -168,6 +163,42 @@ static int write_text(const char *path, const char *text) {
   return ok ? 0 : -1;
 }
 
+static struct {
+  const char *out, *phases, *stats, *requires_grad, *weights, *save_weights, *mode;
+  long long runs;
+  bool grad, lazy, eval;
+} ra;
+
+/* One row per option; tools/cli.h says how to add one. */
+static const cli_opt run_opts[] = {
+    {"out", 'o', CLI_OUT_DIR, &ra.out, "DIR", 0, "write out<K>.npy (and grad<I>.npy) here"},
+    {"requires-grad", 0, CLI_STR, &ra.requires_grad, "I,J,...", 0,
+     "inputs that require grad (0-based)"},
+    {"runs", 0, CLI_INT, &ra.runs, "N", 1, "call the graph N times (default 1)"},
+    {"grad", 0, CLI_FLAG, &ra.grad, NULL, 0, "backward from the outputs; write grad<I>.npy"},
+    {"phases", 0, CLI_STR, &ra.phases, "SPEC", 0,
+     "'3:1,2;2:' = 3 calls with inputs 1,2 requiring grad, then 2 with none"},
+    {"stats", 0, CLI_OUT_FILE, &ra.stats, "FILE.json", 0,
+     "the executor's counters and optimized graph"},
+    {"lazy", 0, CLI_FLAG, &ra.lazy, NULL, 0,
+     "inputs become lazy tensors; each call ends with a mark_step"},
+    {"weights", 0, CLI_IN_FILE, &ra.weights, "W.safetensors", 0,
+     "GRAPH.ir is a module graph from tools/kiln-export, bound to these weights"},
+    {"save-weights", 0, CLI_OUT_FILE, &ra.save_weights, "FILE", 0,
+     "--weights: write the weights after the run (mutated buffers included)"},
+    {"mode", 0, CLI_CHOICE, &ra.mode, "eager|jit|lazy", 0, "--weights: how the model runs"},
+    {"eval", 0, CLI_FLAG, &ra.eval, NULL, 0, "--weights: the model in eval mode"},
+};
+
+static const cli_cmd run_cmd = {
+    "run", "GRAPH.ir [INPUT ...]",
+    "Calls a TorchScript graph through the profiling executor and writes its outputs.",
+    "INPUT: a .npy file or a literal scalar (3, -2.5, true, false), one per graph input.\n"
+    "Outputs and grads written are the last call's. Each input tensor the graph wrote\n"
+    "in place (batch norm's running statistics) is written as in<I>.npy, its value\n"
+    "after the last call (with --lazy: an input whose values changed).\n",
+    run_opts, sizeof run_opts / sizeof *run_opts, 1, -1};
+
 static int cmd_run(int argc, char **argv) {
   const char *graph_path = NULL, *out_dir = NULL, *phases_arg = NULL, *stats_path = NULL;
   const char *weights = NULL, *save_weights = NULL;
@@ -193,44 +224,50 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "kiln: out of memory\n");
     goto out;
   }
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--out") == 0 && i + 1 < argc) out_dir = argv[++i];
-    else if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
-    else if (strcmp(argv[i], "--grad") == 0) want_grad = true;
-    else if (strcmp(argv[i], "--lazy") == 0) lazy = true;
-    else if (strcmp(argv[i], "--phases") == 0 && i + 1 < argc) phases_arg = argv[++i];
-    else if (strcmp(argv[i], "--stats") == 0 && i + 1 < argc) stats_path = argv[++i];
-    else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc) weights = argv[++i];
-    else if (strcmp(argv[i], "--save-weights") == 0 && i + 1 < argc) save_weights = argv[++i];
-    else if (strcmp(argv[i], "--eval") == 0) mo.training = 0;
-    else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc) {
-      if ((int)(mo.mode = (kiln_nn_mode)kiln_nn_mode_parse(argv[++i])) < 0) {
-        rc = usage();
-        goto out;
-      }
-    } else if (strcmp(argv[i], "--requires-grad") == 0 && i + 1 < argc) {
-      n_rg = parse_index_list(argv[++i], rg, (int)arg_chars);
-      if (n_rg < 0) {
-        fprintf(stderr, "kiln: --requires-grad: expected indices like 0,2\n");
-        rc = 2;
-        goto out;
-      }
-    } else if (strncmp(argv[i], "--", 2) == 0) {
-      fprintf(stderr, "kiln: unknown option %s\n", argv[i]);
-      rc = usage();
-      goto out;
-    } else if (!graph_path) graph_path = argv[i];
-    else inputs_arg[n_in++] = argv[i];
-  }
-  if (!graph_path || !out_dir || runs < 1) {
-    rc = usage();
+  ra.runs = 1;
+  char **pos;
+  int n_pos, prc = cli_parse(&run_cmd, argc, argv, &pos, &n_pos);
+  if (prc != CLI_OK) {
+    rc = prc == CLI_HELP ? 0 : 2;
     goto out;
+  }
+  if (!ra.out) {
+    rc = cli_bad(&run_cmd, "--out DIR is required");
+    goto out;
+  }
+  if ((ra.save_weights || ra.mode || ra.eval) && !ra.weights) {
+    rc = cli_bad(&run_cmd, "--save-weights, --mode and --eval go with --weights");
+    goto out;
+  }
+  if (ra.runs > 1000000) {
+    rc = cli_bad(&run_cmd, "--runs: at most 1000000");
+    goto out;
+  }
+  graph_path = pos[0];
+  for (int i = 1; i < n_pos; i++) inputs_arg[n_in++] = pos[i];
+  out_dir = ra.out;
+  phases_arg = ra.phases;
+  stats_path = ra.stats;
+  want_grad = ra.grad;
+  lazy = ra.lazy;
+  weights = ra.weights;
+  save_weights = ra.save_weights;
+  if (ra.mode) mo.mode = (kiln_nn_mode)kiln_nn_mode_parse(ra.mode);
+  if (ra.eval) mo.training = 0;
+  runs = (int)ra.runs;
+  if (ra.requires_grad) {
+    n_rg = parse_index_list(ra.requires_grad, rg, (int)arg_chars);
+    if (n_rg < 0) {
+      rc = cli_bad(&run_cmd, "--requires-grad: expected indices like 0,2, got '%s'",
+                   ra.requires_grad);
+      goto out;
+    }
   }
   if (phases_arg) {
     n_phases = parse_phases(phases_arg, phases, (int)arg_chars, idx);
     if (n_phases <= 0) {
-      fprintf(stderr, "kiln: --phases: expected CALLS:I,J;CALLS:;... (e.g. 3:1,2;2:)\n");
-      rc = 2;
+      rc = cli_bad(&run_cmd, "--phases: expected CALLS:I,J;CALLS:;... (e.g. 3:1,2;2:), got '%s'",
+                   phases_arg);
       goto out;
     }
   } else {
@@ -414,14 +451,38 @@ out:
   return rc;
 }
 
+static const char *const BENCH_HELP[] = {"bench", "--help", NULL};
+
+static int help(const char *cmd) {
+  char **pos;
+  int n;
+  char *hv[] = {(char *)cmd, "--help", NULL};
+  if (!cmd) {
+    fputs(COMMANDS, stdout);
+    return 0;
+  }
+  if (strcmp(cmd, "run") == 0) return cli_parse(&run_cmd, 2, hv, &pos, &n) == CLI_HELP ? 0 : 2;
+  if (strcmp(cmd, "ir") == 0) return cli_parse(&ir_cmd, 2, hv, &pos, &n) == CLI_HELP ? 0 : 2;
+  if (strcmp(cmd, "train") == 0) return kiln_cmd_train(2, hv);
+  if (strcmp(cmd, "eval") == 0) return kiln_cmd_eval(2, hv);
+  if (strcmp(cmd, "bench") == 0) return kiln_bench_main(1, (char **)BENCH_HELP + 1);
+  if (strcmp(cmd, "help") == 0) return help(NULL);
+  fprintf(stderr, "kiln help: unknown command '%s' (kiln --help lists the commands)\n", cmd);
+  return 2;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 2) return usage();
-  if (strcmp(argv[1], "run") == 0) return cmd_run(argc - 2, argv + 2);
-  if (strcmp(argv[1], "ir") == 0) return cmd_ir(argc - 2, argv + 2);
-  if (strcmp(argv[1], "train") == 0) return kiln_cmd_train(argc - 2, argv + 2);
-  if (strcmp(argv[1], "eval") == 0) return kiln_cmd_eval(argc - 2, argv + 2);
-  if (strcmp(argv[1], "bench") == 0) return kiln_bench_main(argc - 2, argv + 2);
-  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0) {
+  if (argc < 2) {
+    fputs(COMMANDS, stderr);
+    return 2;
+  }
+  const char *c = argv[1];
+  if (strcmp(c, "run") == 0) return cmd_run(argc - 1, argv + 1);
+  if (strcmp(c, "ir") == 0) return cmd_ir(argc - 1, argv + 1);
+  if (strcmp(c, "train") == 0) return kiln_cmd_train(argc - 1, argv + 1);
+  if (strcmp(c, "eval") == 0) return kiln_cmd_eval(argc - 1, argv + 1);
+  if (strcmp(c, "bench") == 0) return kiln_bench_main(argc - 2, argv + 2);
+  if (strcmp(c, "--version") == 0 || strcmp(c, "-V") == 0) {
     /* kiln's own version (the header it was built with) and the running
      * library's (the same for this static binary; a program linking
      * libkiln.so may run a newer minor). */
@@ -429,10 +490,13 @@ int main(int argc, char **argv) {
     printf("library %s\n", kiln_version());
     return 0;
   }
-  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "help") == 0) {
-    usage();
-    return 0;
+  if (strcmp(c, "help") == 0 || strcmp(c, "--help") == 0 || strcmp(c, "-h") == 0) {
+    if (argc > 3) {
+      fprintf(stderr, "kiln help: expected at most one COMMAND\n");
+      return 2;
+    }
+    return help(argc == 3 ? argv[2] : NULL);
   }
-  fprintf(stderr, "kiln: unknown command '%s'\n", argv[1]);
-  return usage();
+  fprintf(stderr, "kiln: unknown command '%s' (kiln --help lists the commands)\n", c);
+  return 2;
 }

@@ -1,176 +1,153 @@
-/* tools/train.c: `kiln train` and `kiln eval`: parse options into
- * kiln_nn_train_opts and run kiln_nn_train / kiln_nn_eval_checkpoint. The
- * training logic lives in src/nn/train.c. */
-#include <errno.h>
+/* tools/train.c: `kiln train` and `kiln eval`: their option tables
+ * (tools/cli.h) filled into kiln_nn_train_opts, then kiln_nn_train /
+ * kiln_nn_eval_checkpoint. The training logic lives in src/nn/train.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "commands.h"
 #include "kiln.h"
 
-static int train_usage(FILE *f) {
-  fprintf(f,
-          "usage: kiln train [options]\n"
-          "  --model mlp|cnn|lstm      model (default mlp)\n"
-          "  --graph G.ir --weights W.safetensors  train a model from tools/kiln-export\n"
-          "  --mode eager|jit|lazy     how steps run (default eager)\n"
-          "  --epochs N                total epochs (default 2; a resumed run continues to N)\n"
-          "  --batch B                 batch size (default 64)\n"
-          "  --lr X                    learning rate (default sgd 0.05, adam 0.001)\n"
-          "  --optimizer sgd|adam|adamw  (default sgd with momentum 0.9)\n"
-          "  --momentum X              SGD momentum (default 0.9)\n"
-          "  --schedule none|step|cosine  learning-rate schedule (default cosine)\n"
-          "  --seed S                  seed of initialisation and shuffling (default 0)\n"
-          "  --data DIR                MNIST-format data (default %s)\n"
-          "  --save FILE               write a checkpoint (safetensors) at the end\n"
-          "  --resume FILE             continue from a checkpoint\n"
-          "  --plot FILE.svg           loss and accuracy curves\n"
-          "  --metrics FILE.json       loss and counters per step\n"
-          "  --steps N                 stop after N steps in total\n"
-          "  --threads N               threads (default KILN_NUM_THREADS, OMP_NUM_THREADS or\n"
-          "                            the available cores; never more than those)\n"
-          "  --sync step|phases        lazy: one mark_step per step, or three\n"
-          "  --limit-train N, --limit-test N  use only the first N images\n"
-          "  --dist                    data parallel under mpirun (make MPI=1): --batch is global\n"
-          "  --bucket-mb X             --dist: gradient bucket cap in MiB (default 25)\n"
-          "  --no-sync-steps K         accumulate K batches per optimizer step (reduce on the Kth)\n"
-          "  --dist-timeout S          --dist: seconds any wait may take (default 300)\n",
-          kiln_data_default_dir());
-  return f == stderr ? 2 : 0;
-}
+/* Values as parsed; copied into kiln_nn_train_opts after the checks. */
+typedef struct train_args {
+  const char *model, *mode, *optimizer, *schedule, *sync;
+  const char *data, *save, *resume, *plot, *metrics, *graph, *weights;
+  long long epochs, batch, steps, seed, limit_train, limit_test, threads, no_sync_steps;
+  double lr, momentum, bucket_mb, dist_timeout;
+  bool dist;
+} train_args;
 
-static int bad_value(const char *opt, const char *v) {
-  fprintf(stderr, "kiln train: bad value '%s' for %s\n", v, opt);
-  return 2;
-}
+static train_args ta;
 
-static int parse_int(const char *opt, const char *v, long long min, long long *out) {
-  char *end;
-  errno = 0;
-  long long x = strtoll(v, &end, 10);
-  if (!*v || *end || errno || x < min) return bad_value(opt, v);
-  *out = x;
-  return 0;
-}
+/* One row per option; tools/cli.h says how to add one. */
+static const cli_opt train_opts[] = {
+    {"model", 0, CLI_CHOICE, &ta.model, "mlp|cnn|lstm", 0, "model (default mlp)"},
+    {"graph", 0, CLI_IN_FILE, &ta.graph, "G.ir", 0,
+     "train a model exported by tools/kiln-export (with --weights)"},
+    {"weights", 0, CLI_IN_FILE, &ta.weights, "W.safetensors", 0, "the --graph model's weights"},
+    {"mode", 0, CLI_CHOICE, &ta.mode, "eager|jit|lazy", 0, "how steps run (default eager)"},
+    {"epochs", 'e', CLI_INT, &ta.epochs, "N", 1,
+     "total epochs (default 2; a resumed run continues to N)"},
+    {"batch", 'b', CLI_INT, &ta.batch, "B", 1, "batch size (default 64)"},
+    {"lr", 0, CLI_NUM, &ta.lr, "X", 0, "learning rate (default sgd 0.05, adam 0.001)"},
+    {"optimizer", 0, CLI_CHOICE, &ta.optimizer, "sgd|adam|adamw", 0,
+     "optimizer (default sgd with momentum 0.9)"},
+    {"momentum", 0, CLI_NUM, &ta.momentum, "X", 0, "SGD momentum (default 0.9)"},
+    {"schedule", 0, CLI_CHOICE, &ta.schedule, "none|step|cosine", 0,
+     "learning-rate schedule (default cosine)"},
+    {"seed", 0, CLI_INT, &ta.seed, "S", 0, "seed of initialisation and shuffling (default 0)"},
+    {"data", 0, CLI_STR, &ta.data, "DIR", 0, "MNIST-format data (default: Debian's)"},
+    {"save", 0, CLI_OUT_FILE, &ta.save, "FILE", 0, "write a checkpoint (safetensors) at the end"},
+    {"resume", 0, CLI_IN_FILE, &ta.resume, "FILE", 0, "continue from a checkpoint"},
+    {"plot", 0, CLI_OUT_FILE, &ta.plot, "FILE.svg", 0, "loss and accuracy curves"},
+    {"metrics", 0, CLI_OUT_FILE, &ta.metrics, "FILE.json", 0, "loss and counters per step"},
+    {"steps", 0, CLI_INT, &ta.steps, "N", 1, "stop after N steps in total"},
+    {"sync", 0, CLI_CHOICE, &ta.sync, "step|phases", 0,
+     "lazy: one mark_step per step, or three"},
+    {"limit-train", 0, CLI_INT, &ta.limit_train, "N", 1, "use only the first N training images"},
+    {"limit-test", 0, CLI_INT, &ta.limit_test, "N", 1, "use only the first N test images"},
+    {"threads", 0, CLI_INT, &ta.threads, "N", 1,
+     "threads (default KILN_NUM_THREADS, OMP_NUM_THREADS or the available cores; never more)"},
+    {"dist", 0, CLI_FLAG, &ta.dist, NULL, 0,
+     "data parallel under mpirun (make MPI=1): --batch is the global batch"},
+    {"bucket-mb", 0, CLI_NUM, &ta.bucket_mb, "X", 0, "--dist: gradient bucket cap in MiB (default 25)"},
+    {"no-sync-steps", 0, CLI_INT, &ta.no_sync_steps, "K", 1,
+     "accumulate K batches per optimizer step (reduce on the Kth)"},
+    {"dist-timeout", 0, CLI_NUM, &ta.dist_timeout, "S", 0,
+     "--dist: seconds any wait may take (default 300)"},
+};
+
+static const cli_cmd train_cmd = {
+    "train", NULL, "Trains a model on Fashion-MNIST and evaluates it after every epoch.",
+    "Per-epoch lines go to stdout; on a terminal a progress line (fitted to its width)\n"
+    "is drawn on stderr. Output paths are checked before training starts.\n",
+    train_opts, sizeof train_opts / sizeof *train_opts, 0, 0};
 
 int kiln_cmd_train(int argc, char **argv) {
   kiln_nn_train_opts o;
   kiln_nn_train_opts_default(&o);
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return train_usage(stdout);
-    if (strcmp(a, "--dist") == 0) {
-      o.dist = true;
-      continue;
-    }
-    if (strncmp(a, "--", 2) != 0 || i + 1 >= argc) {
-      fprintf(stderr, "kiln train: %s '%s'\n", i + 1 >= argc && strncmp(a, "--", 2) == 0
-                                                  ? "missing value for"
-                                                  : "unexpected argument",
-              a);
-      return train_usage(stderr);
-    }
-    const char *v = argv[++i];
-    long long n = 0;
-    char *end;
-    if (strcmp(a, "--model") == 0) o.model = v;
-    else if (strcmp(a, "--graph") == 0) o.graph_path = v;
-    else if (strcmp(a, "--weights") == 0) o.weights_path = v;
-    else if (strcmp(a, "--mode") == 0) {
-      int m = kiln_nn_mode_parse(v);
-      if (m < 0) return bad_value(a, v);
-      o.mode = (kiln_nn_mode)m;
-    } else if (strcmp(a, "--epochs") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.epochs = (int)n;
-    } else if (strcmp(a, "--batch") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.batch = n;
-    } else if (strcmp(a, "--steps") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.max_steps = n;
-    } else if (strcmp(a, "--threads") == 0) {
-      if (parse_int(a, v, 1, &n) || n > 1 << 16) return 2;
-      kiln_set_num_threads((int)n); /* capped to the available cores */
-    } else if (strcmp(a, "--seed") == 0) {
-      if (parse_int(a, v, 0, &n)) return 2;
-      o.seed = (uint64_t)n;
-    } else if (strcmp(a, "--limit-train") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.train_limit = n;
-    } else if (strcmp(a, "--limit-test") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.test_limit = n;
-    } else if (strcmp(a, "--lr") == 0 || strcmp(a, "--momentum") == 0) {
-      double x = strtod(v, &end);
-      if (!*v || *end || !(x >= 0)) return bad_value(a, v);
-      if (a[2] == 'l') o.lr = x;
-      else o.momentum = x;
-    } else if (strcmp(a, "--bucket-mb") == 0 || strcmp(a, "--dist-timeout") == 0) {
-      double x = strtod(v, &end);
-      if (!*v || *end || !(x > 0)) return bad_value(a, v);
-      if (a[2] == 'b') o.bucket_mb = x;
-      else o.dist_timeout = x;
-    } else if (strcmp(a, "--no-sync-steps") == 0) {
-      if (parse_int(a, v, 1, &n)) return 2;
-      o.no_sync_steps = n;
-    } else if (strcmp(a, "--optimizer") == 0) o.optimizer = v;
-    else if (strcmp(a, "--schedule") == 0) o.schedule = v;
-    else if (strcmp(a, "--data") == 0) o.data_dir = v;
-    else if (strcmp(a, "--save") == 0) o.save_path = v;
-    else if (strcmp(a, "--resume") == 0) o.resume_path = v;
-    else if (strcmp(a, "--plot") == 0) o.plot_path = v;
-    else if (strcmp(a, "--metrics") == 0) o.metrics_path = v;
-    else if (strcmp(a, "--sync") == 0) {
-      if (strcmp(v, "step") != 0 && strcmp(v, "phases") != 0) return bad_value(a, v);
-      o.sync_phases = v[0] == 'p';
-    } else {
-      fprintf(stderr, "kiln train: unknown option %s\n", a);
-      return train_usage(stderr);
-    }
-  }
+  ta = (train_args){.model = o.model, .epochs = o.epochs, .batch = o.batch, .lr = o.lr,
+                    .optimizer = o.optimizer, .momentum = o.momentum, .schedule = o.schedule,
+                    .seed = (long long)o.seed};
+  ta.mode = kiln_nn_mode_name(o.mode);
+  char **pos;
+  int n_pos, rc = cli_parse(&train_cmd, argc, argv, &pos, &n_pos);
+  if (rc == CLI_HELP) return 0;
+  if (rc != CLI_OK) return 2;
+  if (ta.epochs > 1000000) return cli_bad(&train_cmd, "--epochs: at most 1000000");
+  if (!ta.graph != !ta.weights) return cli_bad(&train_cmd, "--graph and --weights go together");
+  if (ta.threads > 1 << 16) return cli_bad(&train_cmd, "--threads: at most 65536");
+  if (ta.threads) kiln_set_num_threads((int)ta.threads); /* capped to the available cores */
+  o.model = ta.model;
+  o.mode = (kiln_nn_mode)kiln_nn_mode_parse(ta.mode);
+  o.epochs = (int)ta.epochs;
+  o.batch = ta.batch;
+  o.lr = ta.lr;
+  o.optimizer = ta.optimizer;
+  o.momentum = ta.momentum;
+  o.schedule = ta.schedule;
+  o.seed = (uint64_t)ta.seed;
+  o.data_dir = ta.data;
+  o.save_path = ta.save;
+  o.resume_path = ta.resume;
+  o.plot_path = ta.plot;
+  o.metrics_path = ta.metrics;
+  o.max_steps = ta.steps;
+  o.sync_phases = ta.sync && strcmp(ta.sync, "phases") == 0;
+  o.train_limit = ta.limit_train;
+  o.test_limit = ta.limit_test;
+  o.graph_path = ta.graph;
+  o.weights_path = ta.weights;
+  o.dist = ta.dist;
+  o.bucket_mb = ta.bucket_mb;
+  o.dist_timeout = ta.dist_timeout;
+  o.no_sync_steps = ta.no_sync_steps;
   o.out = stdout;
   o.progress = isatty(STDERR_FILENO);
   kiln_nn_train_result r;
-  kiln_status rc = kiln_nn_train(&o, &r);
+  kiln_status st = kiln_nn_train(&o, &r);
   kiln_nn_train_result_free(&r);
-  if (rc < 0) {
+  if (st < 0) {
     /* under --dist an exit without finalising makes mpirun end the job */
     if (o.dist && kiln_dist_world_size() > 1)
-      fprintf(stderr, "kiln: rank %d: %s\n", kiln_dist_rank(), kiln_last_error());
-    else fprintf(stderr, "kiln: %s\n", kiln_last_error());
+      fprintf(stderr, "kiln train: rank %d: %s\n", kiln_dist_rank(), kiln_last_error());
+    else fprintf(stderr, "kiln train: %s\n", kiln_last_error());
     return 1;
   }
   if (o.dist) kiln_dist_finalize();
   return 0;
 }
 
+static const char *eval_data;
+static long long eval_limit;
+static const cli_opt eval_opts[] = {
+    {"data", 0, CLI_STR, &eval_data, "DIR", 0, "MNIST-format data (default: Debian's)"},
+    {"limit", 0, CLI_INT, &eval_limit, "N", 1, "use only the first N test images"},
+};
+static const cli_cmd eval_cmd = {
+    "eval", "CHECKPOINT", "Evaluates a checkpoint (kiln's, or a PyTorch state_dict in "
+                          "safetensors) on the test set.",
+    NULL, eval_opts, sizeof eval_opts / sizeof *eval_opts, 1, 1};
+
 int kiln_cmd_eval(int argc, char **argv) {
-  const char *path = NULL, *dir = NULL;
-  long long limit = 0;
-  for (int i = 0; i < argc; i++) {
-    if (strcmp(argv[i], "--data") == 0 && i + 1 < argc) dir = argv[++i];
-    else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
-      if (parse_int("--limit", argv[++i], 1, &limit)) return 2;
-    } else if (argv[i][0] != '-' && !path) path = argv[i];
-    else {
-      fprintf(stderr, "usage: kiln eval CHECKPOINT [--data DIR] [--limit N]\n");
-      return 2;
-    }
-  }
-  if (!path) {
-    fprintf(stderr, "usage: kiln eval CHECKPOINT [--data DIR] [--limit N]\n");
-    return 2;
-  }
+  char **pos;
+  int n_pos, rc = cli_parse(&eval_cmd, argc, argv, &pos, &n_pos);
+  if (rc == CLI_HELP) return 0;
+  if (rc != CLI_OK) return 2;
+  const char *path = pos[0];
   kiln_checkpoint_info info;
   double loss = 0, acc = 0;
   if (kiln_checkpoint_read_info(path, &info) < 0 ||
-      kiln_nn_eval_checkpoint(path, dir, limit, &loss, &acc) < 0) {
-    fprintf(stderr, "kiln: %s\n", kiln_last_error());
+      kiln_nn_eval_checkpoint(path, eval_data, eval_limit, &loss, &acc) < 0) {
+    fprintf(stderr, "kiln eval: %s\n", kiln_last_error());
     return 1;
   }
+  if (info.plain)
+    fprintf(stderr, "kiln eval: notice: %s is a plain state_dict (no kiln metadata, no CRC to "
+                    "verify); loaded as the %s by PyTorch's names, shapes checked\n",
+            path, info.model);
   printf("%s: model %s, step %lld, epoch %lld\n", path, info.model, (long long)info.step,
          (long long)info.epoch);
   printf("test_loss=%.4f\n", loss);

@@ -141,13 +141,13 @@ class Module:
         check(lib.kiln_checkpoint_load(os.fsencode(path), self._h,
                                        optimizer._h if optimizer else None, ctypes.byref(info)))
         return {"model": info.model.decode(), "optimizer": info.optimizer.decode(),
-                "lr": info.lr, "step": info.step, "epoch": info.epoch}
+                "lr": info.lr, "step": info.step, "epoch": info.epoch, "plain": info.plain}
 
 
 class _CheckpointInfo(ctypes.Structure):
     _fields_ = [("model", ctypes.c_char * 16), ("optimizer", ctypes.c_char * 16),
                 ("lr", ctypes.c_double), ("step", ctypes.c_int64), ("epoch", ctypes.c_int64),
-                ("batch", ctypes.c_int64), ("rng", ctypes.c_uint64 * 4)]
+                ("batch", ctypes.c_int64), ("rng", ctypes.c_uint64 * 4), ("plain", ctypes.c_bool)]
 
 
 lib.kiln_optim_name.restype = ctypes.c_char_p

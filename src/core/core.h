@@ -192,6 +192,17 @@ static inline void core_bump_version(kiln_tensor *t) {
 }
 void core_storage_release(core_storage *s);
 
+/* ---- JSON text (json.c, on jansson) -------------------------------------- */
+struct json_t;
+/* A JSON number for v, or null when v is not finite (new reference). */
+struct json_t *core_json_num(double v);
+/* j's text (object keys in insertion order, reals with 9 significant
+ * digits, a final newline) as a core_alloc'd string the caller frees with
+ * kiln_free; its length in *len (may be NULL). Consumes j (NULL is fine).
+ * ok false (a failed append while building j) or OOM: NULL with the error
+ * set. */
+char *core_json_take(struct json_t *j, bool ok, size_t *len);
+
 /* Reads element i (in C order over t's logical shape) as double. Slow;
  * for tests, item and printing. */
 double core_get_flat(const kiln_tensor *t, int64_t i);

@@ -1,6 +1,7 @@
 /* src/exec/function.c: the public function API: kiln_function, which runs
  * a graph (src/ir/api.c makes them) through its executor. */
 #include <stdio.h>
+#include <jansson.h>
 #include <string.h>
 
 #include "executor.h"
@@ -68,56 +69,26 @@ char *kiln_function_last_optimized_graph(const kiln_function *f) {
   return f->ex->ran_optimized ? exec_function_describe(f->ex) : NULL;
 }
 
-static size_t json_escape(char *dst, size_t cap, const char *s) {
-  size_t k = 0;
-  if (k < cap) dst[k++] = '"';
-  for (; s && *s && k + 8 < cap; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') {
-      dst[k++] = '\\';
-      dst[k++] = (char)ch;
-    } else if (ch == '\n') {
-      dst[k++] = '\\';
-      dst[k++] = 'n';
-    } else if (ch < 0x20) {
-      k += (size_t)snprintf(dst + k, cap - k, "\\u%04x", ch);
-    } else {
-      dst[k++] = (char)ch;
-    }
-  }
-  if (k < cap) dst[k++] = '"';
-  if (k < cap) dst[k] = 0;
-  return k;
-}
-
 char *kiln_function_stats_json(const kiln_function *f) {
   kiln_function_stats st;
   exec_function_stats(f->ex, &st);
   char *g = kiln_function_last_optimized_graph(f);
-  size_t cap = 1024 + (g ? strlen(g) * 2 : 0), k = 0;
-  for (int i = 0; i < f->ex->n_reasons; i++) cap += strlen(f->ex->reasons[i]) * 2 + 8;
-  char *s = core_alloc(cap);
-  if (!s) {
-    core_free(g);
-    return NULL;
-  }
-  k += (size_t)snprintf(s + k, cap - k,
-                        "{\"profiling_runs\": %lld, \"optimizations\": %lld, \"guard_passes\": "
-                        "%lld, \"guard_failures\": %lld, \"fallback_calls\": %lld, "
-                        "\"bailout_depth_reached\": %d, \"guard_failure_reasons\": [",
-                        (long long)st.profiling_runs, (long long)st.optimizations,
-                        (long long)st.guard_passes, (long long)st.guard_failures,
-                        (long long)st.fallback_calls, st.bailout_depth_reached);
-  for (int i = 0; i < f->ex->n_reasons && k < cap; i++) {
-    if (i) k += (size_t)snprintf(s + k, cap - k, ", ");
-    k += json_escape(s + k, cap - k, f->ex->reasons[i]);
-  }
-  k += (size_t)snprintf(s + k, cap - k, "], \"optimized_graph\": ");
-  if (g) k += json_escape(s + k, cap - k, g);
-  else k += (size_t)snprintf(s + k, cap - k, "null");
-  if (k < cap) snprintf(s + k, cap - k, "}");
+  json_t *reasons = json_array();
+  bool ok = reasons != NULL;
+  for (int i = 0; i < f->ex->n_reasons && ok; i++)
+    ok = json_array_append_new(reasons, json_string_nocheck(f->ex->reasons[i])) == 0;
+  json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:i, s:o, s:o}", "profiling_runs",
+                        (json_int_t)st.profiling_runs, "optimizations",
+                        (json_int_t)st.optimizations, "guard_passes", (json_int_t)st.guard_passes,
+                        "guard_failures", (json_int_t)st.guard_failures, "fallback_calls",
+                        (json_int_t)st.fallback_calls, "bailout_depth_reached",
+                        st.bailout_depth_reached, "guard_failure_reasons",
+                        ok ? reasons : json_null(), "optimized_graph",
+                        g ? json_string_nocheck(g) : json_null());
   core_free(g);
-  return s;
+  char *text = core_json_take(j, ok && j, NULL);
+  if (text) text[strlen(text) - 1] = 0; /* as before: no final newline */
+  return text;
 }
 
 static int to_exec(const kiln_value *v, exec_value *out) {

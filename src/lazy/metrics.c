@@ -3,6 +3,7 @@
  * (DESIGN.md puts metrics in exec; they live here, one layer lower,
  * because recording already counts CreateLazyTensor and exec can reach
  * down to them but lazy cannot reach up.) */
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,47 +81,28 @@ char *kiln_lazy_metrics_report(void) {
   return s;
 }
 
-static size_t json_str(char *s, size_t cap, const char *v) {
-  size_t k = 0;
-  if (k < cap) s[k++] = '"';
-  for (; *v && k + 7 < cap; v++) {
-    if (*v == '"' || *v == '\\') {
-      s[k++] = '\\';
-      s[k++] = *v;
-    } else if ((unsigned char)*v < 0x20) {
-      k += (size_t)snprintf(s + k, cap - k, "\\u%04x", (unsigned char)*v);
-    } else {
-      s[k++] = *v;
-    }
-  }
-  if (k < cap) s[k++] = '"';
-  return k;
-}
-
 char *kiln_lazy_metrics_json(void) {
-  size_t cap = 2048 + (size_t)n_reasons * 512, k = 0;
-  char *s = core_alloc(cap);
-  if (!s) return NULL;
-  k += (size_t)snprintf(s + k, cap - k, "{\"counters\": {");
-  for (int i = 0, first = 1; i < LAZY_M_COUNT; i++) {
-    if (is_timer(i)) continue;
-    k += (size_t)snprintf(s + k, cap - k, "%s\"%s\": %lld", first ? "" : ", ", metric_names[i],
-                          (long long)metric_vals[i]);
-    first = 0;
+  json_t *counters = json_object(), *timers = json_object(), *rs = json_array();
+  bool ok = counters && timers && rs;
+  for (int i = 0; i < LAZY_M_COUNT && ok; i++) {
+    if (is_timer(i))
+      ok = json_object_set_new(timers, metric_names[i],
+                               json_pack("{s:I, s:I}", "total", (json_int_t)metric_vals[i],
+                                         "samples", (json_int_t)metric_samples[i])) == 0;
+    else
+      ok = json_object_set_new(counters, metric_names[i], json_integer(metric_vals[i])) == 0;
   }
-  k += (size_t)snprintf(s + k, cap - k, "}, \"timers_ns\": {");
-  for (int i = 0, first = 1; i < LAZY_M_COUNT; i++) {
-    if (!is_timer(i)) continue;
-    k += (size_t)snprintf(s + k, cap - k, "%s\"%s\": {\"total\": %lld, \"samples\": %lld}",
-                          first ? "" : ", ", metric_names[i], (long long)metric_vals[i],
-                          (long long)metric_samples[i]);
-    first = 0;
+  for (int i = 0; i < n_reasons && ok; i++)
+    ok = json_array_append_new(rs, json_string_nocheck(reasons[i])) == 0;
+  json_t *j = ok ? json_pack("{s:o, s:o, s:o}", "counters", counters, "timers_ns", timers,
+                             "recompile_reasons", rs)
+                 : NULL;
+  if (!ok) {
+    json_decref(counters);
+    json_decref(timers);
+    json_decref(rs);
   }
-  k += (size_t)snprintf(s + k, cap - k, "}, \"recompile_reasons\": [");
-  for (int i = 0; i < n_reasons && k < cap; i++) {
-    if (i) k += (size_t)snprintf(s + k, cap - k, ", ");
-    k += json_str(s + k, cap - k, reasons[i]);
-  }
-  if (k < cap) snprintf(s + k, cap - k, "]}");
-  return s;
+  char *text = core_json_take(j, ok && j, NULL);
+  if (text) text[strlen(text) - 1] = 0; /* as before: no final newline */
+  return text;
 }

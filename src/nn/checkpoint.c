@@ -29,13 +29,33 @@ static uint32_t meta_crc(uint32_t crc, int n, const char *const *keys,
   return crc;
 }
 
+/* Saved tensor i of m and o: parameters, buffers, optimizer state. Its
+ * kiln name into *kname, and into *prefix what goes before its name in
+ * the file ("" or OPTIM_PREFIX). */
+static kiln_tensor *slot(const kiln_nn_module *m, const kiln_optim *o, int i, const char **kname,
+                         const char **prefix) {
+  *prefix = "";
+  if (i < m->n_params) {
+    *kname = m->names[i];
+    return m->params[i];
+  }
+  if ((i -= m->n_params) < m->n_buffers) {
+    *kname = m->buffer_names[i];
+    return m->buffers[i];
+  }
+  i -= m->n_buffers;
+  *prefix = OPTIM_PREFIX;
+  *kname = kiln_optim_state_name(o, i);
+  return kiln_optim_state(o, i);
+}
+
 kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, const kiln_optim *o,
                                  const kiln_checkpoint_info *info) {
   if (!path || !m || !info)
     return core_error(KILN_ERR_INVALID, "checkpoint_save: NULL path, module or info");
   int n_st = kiln_optim_n_state(o), nb = m->n_buffers, n = m->n_params + nb + n_st, rc = 0;
   const char **names = core_calloc((size_t)(n ? n : 1), sizeof *names);
-  char **owned = core_calloc((size_t)(n_st ? n_st : 1), sizeof *owned);
+  char **owned = core_calloc((size_t)(n ? n : 1), sizeof *owned);
   kiln_tensor **ts = core_calloc((size_t)(n ? n : 1), sizeof *ts);
   kiln_scope_begin();
   if (!names || !owned || !ts) {
@@ -44,26 +64,20 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
   }
   uint32_t crc = 0;
   for (int i = 0; i < n && rc == 0; i++) {
+    /* PyTorch's names (Note [PyTorch names]), optimizer state under "optim." */
     kiln_tensor *t;
-    if (i < m->n_params) {
-      names[i] = m->names[i];
-      t = m->params[i];
-    } else if (i < m->n_params + nb) {
-      names[i] = m->buffer_names[i - m->n_params];
-      t = m->buffers[i - m->n_params];
-    } else {
-      int j = i - m->n_params - nb;
-      const char *sn = kiln_optim_state_name(o, j);
-      size_t len = strlen(OPTIM_PREFIX) + strlen(sn) + 1;
-      owned[j] = core_alloc(len);
-      if (!owned[j]) {
-        rc = KILN_ERR_NOMEM;
-        break;
-      }
-      snprintf(owned[j], len, OPTIM_PREFIX "%s", sn);
-      names[i] = owned[j];
-      t = kiln_optim_state(o, j);
+    const char *kn, *prefix;
+    t = slot(m, o, i, &kn, &prefix);
+    char tn[512];
+    nn_torch_name(m->arch, kn, tn, sizeof tn);
+    size_t len = strlen(prefix) + strlen(tn) + 1;
+    owned[i] = core_alloc(len);
+    if (!owned[i]) {
+      rc = KILN_ERR_NOMEM;
+      break;
     }
+    snprintf(owned[i], len, "%s%s", prefix, tn);
+    names[i] = owned[i];
     /* CPU and contiguous now, so that the CRC sees the bytes written */
     kiln_tensor *c = kiln_to_cpu(t);
     if (c && !kiln_tensor_is_contiguous(c)) c = kiln_contiguous(c);
@@ -95,7 +109,7 @@ kiln_status kiln_checkpoint_save(const char *path, const kiln_nn_module *m, cons
   if (rc < 0) core_error_prefix("checkpoint_save:");
 done:
   kiln_scope_end();
-  for (int i = 0; owned && i < n_st; i++) core_free(owned[i]);
+  for (int i = 0; owned && i < n; i++) core_free(owned[i]);
   core_free(owned);
   core_free(names);
   core_free(ts);
@@ -111,9 +125,61 @@ static int parse_i64(const char *s, int64_t *out) {
   return 0;
 }
 
-/* Checks format and CRC; fills info from the metadata. */
+/* The tensor of st named as PyTorch names the module's tensor kiln_name,
+ * or (checkpoints before PyTorch names) as kiln names it; its index in
+ * *k. NULL if neither is there. */
+static kiln_tensor *find_tensor(const kiln_safetensors *st, const char *arch, const char *prefix,
+                                const char *kiln_name, int *k) {
+  char tn[512], want[600];
+  nn_torch_name(arch, kiln_name, tn, sizeof tn);
+  for (int pass = 0; pass < 2; pass++) {
+    snprintf(want, sizeof want, "%s%s", prefix, pass == 0 ? tn : kiln_name);
+    for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
+      if (strcmp(kiln_safetensors_name(st, i), want) == 0) {
+        *k = i;
+        return kiln_safetensors_tensor(st, i);
+      }
+  }
+  return NULL;
+}
+
+/* A plain state_dict (no kiln metadata): the built-in model whose every
+ * parameter it holds with the model's dtype and shape, and nothing else
+ * outside "optim."; NULL if none. */
+static const char *guess_arch(const kiln_safetensors *st) {
+  static const char *const archs[] = {"mlp", "cnn", "lstm"};
+  int n_model = 0;
+  for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
+    n_model += strncmp(kiln_safetensors_name(st, i), OPTIM_PREFIX, strlen(OPTIM_PREFIX)) != 0;
+  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+    kiln_generator *g = kiln_generator_new(0);
+    kiln_nn_module *m = g ? kiln_nn_model_new(archs[a], g) : NULL;
+    bool ok = m && m->n_params == n_model;
+    for (int i = 0; ok && i < m->n_params; i++) {
+      int k;
+      kiln_tensor *t = find_tensor(st, archs[a], "", m->names[i], &k), *w = m->params[i];
+      ok = t && t->dtype == w->dtype && t->ndim == w->ndim &&
+           memcmp(t->shape, w->shape, (size_t)w->ndim * sizeof *w->shape) == 0;
+    }
+    kiln_nn_module_free(m);
+    kiln_generator_free(g);
+    if (ok) return archs[a];
+  }
+  return NULL;
+}
+
+/* Checks format and CRC; fills info from the metadata. A file without
+ * kiln's metadata is a plain state_dict (PyTorch's): info->plain, the
+ * model guessed from its tensors, step 0; nothing to verify it with. */
 static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoint_info *info) {
   const char *fmt = kiln_safetensors_metadata(st, "format");
+  if (!fmt && !kiln_safetensors_metadata(st, "crc32")) {
+    memset(info, 0, sizeof *info);
+    info->plain = true;
+    const char *arch = guess_arch(st);
+    if (arch) snprintf(info->model, sizeof info->model, "%s", arch);
+    return 0;
+  }
   if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
     return core_error(KILN_ERR_FORMAT,
                       "checkpoint: '%s': not a kiln checkpoint (__metadata__ format is %s%s%s, "
@@ -183,23 +249,6 @@ static int check_match(const char *path, const char *name, const kiln_tensor *wa
   return 0;
 }
 
-/* Saved tensor i of m and o: parameters, buffers, optimizer state; its
- * name in the file into name. */
-static kiln_tensor *slot(const kiln_nn_module *m, const kiln_optim *o, int i, char *name,
-                         size_t n) {
-  if (i < m->n_params) {
-    snprintf(name, n, "%s", m->names[i]);
-    return m->params[i];
-  }
-  if ((i -= m->n_params) < m->n_buffers) {
-    snprintf(name, n, "%s", m->buffer_names[i]);
-    return m->buffers[i];
-  }
-  i -= m->n_buffers;
-  snprintf(name, n, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i));
-  return kiln_optim_state(o, i);
-}
-
 kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
                                  kiln_checkpoint_info *info) {
   if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
@@ -214,12 +263,17 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   char name[512];
   if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
   if (rc < 0) goto done;
-  if (m->arch && strcmp(inf.model, m->arch) != 0) {
+  /* a plain state_dict: the tensor checks below say what differs */
+  if (m->arch && !inf.plain && strcmp(inf.model, m->arch) != 0) {
     rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds a '%s' model, not '%s'", path,
                     inf.model[0] ? inf.model : "(unnamed)", m->arch);
     goto done;
   }
-  if (o && strcmp(inf.optimizer, kiln_optim_name(o)) != 0) {
+  if (o && inf.plain) { /* a plain state_dict: the optimizer starts fresh */
+    n_st = 0;
+    n_all = m->n_params + nb;
+  }
+  if (o && !inf.plain && strcmp(inf.optimizer, kiln_optim_name(o)) != 0) {
     rc = core_error(KILN_ERR_FORMAT,
                     "checkpoint: '%s': it holds %s%s optimizer state, the optimizer is %s", path,
                     inf.optimizer[0] ? inf.optimizer : "no", inf.optimizer[0] ? "" : "",
@@ -227,30 +281,35 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
     goto done;
   }
   for (int i = 0; i < n_all && rc == 0; i++) {
-    kiln_tensor *want = slot(m, o, i, name, sizeof name);
-    for (int k = 0; k < n_file; k++)
-      if (strcmp(kiln_safetensors_name(st, k), name) == 0) {
-        used[k] = true;
-        src[i] = kiln_safetensors_tensor(st, k);
-      }
+    const char *kn, *prefix;
+    kiln_tensor *want = slot(m, o, i, &kn, &prefix);
+    char tn[512];
+    snprintf(name, sizeof name, "%s%s", prefix, nn_torch_name(m->arch, kn, tn, sizeof tn));
+    int k = -1;
+    src[i] = find_tensor(st, m->arch, prefix, kn, &k);
+    if (k >= 0) used[k] = true;
     rc = check_match(path, name, want, src[i]);
   }
   for (int k = 0; k < n_file && rc == 0; k++) {
     const char *fn = kiln_safetensors_name(st, k);
     bool is_optim = strncmp(fn, OPTIM_PREFIX, strlen(OPTIM_PREFIX)) == 0;
-    if (!used[k] && !(o == NULL && is_optim))
+    if (!used[k] && !((o == NULL || inf.plain) && is_optim))
       rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds '%s', which the %s lacks", path,
                       fn, is_optim ? "optimizer" : "model");
   }
   if (rc < 0) goto done;
   /* everything checked: now write */
   bool was = kiln_set_grad_enabled(false);
-  for (int i = 0; i < n_all && rc == 0; i++) rc = kiln_copy_(slot(m, o, i, name, sizeof name), src[i]);
+  for (int i = 0; i < n_all && rc == 0; i++) {
+    const char *kn, *prefix;
+    rc = kiln_copy_(slot(m, o, i, &kn, &prefix), src[i]);
+  }
   kiln_set_grad_enabled(was);
-  if (rc == 0 && o) {
+  if (rc == 0 && o && !inf.plain) {
     kiln_optim_set_steps(o, inf.step);
     kiln_optim_set_lr(o, inf.lr);
   }
+  if (rc == 0 && inf.plain && m->arch) snprintf(inf.model, sizeof inf.model, "%s", m->arch);
   if (rc == 0 && info) *info = inf;
 done:
   core_free(used);

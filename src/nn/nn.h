@@ -98,8 +98,15 @@ typedef struct nn_log {
 void nn_log_free(nn_log *log);
 int nn_log_step(nn_log *log, double loss, const int64_t *counters);
 int nn_log_epoch(nn_log *log, double test_loss, double test_acc);
-/* The SVG of log (losses per step, test accuracy per epoch) at path. */
+/* The SVG of log (losses per step, raw and smoothed; test accuracy per
+ * epoch: Note [Plot layout]) at path, and its numbers as CSV at
+ * nn_plot_csv_path(path). Negative kiln_status on failure. */
 int nn_write_plot(const char *path, const nn_log *log, const char *title);
+/* "<stem>.csv" beside "<stem>.svg" (or path + ".csv"): core_alloc'd, NULL on OOM. */
+char *nn_plot_csv_path(const char *svg_path);
+/* The CSV: step,loss,loss_smoothed,epoch,test_loss,test_accuracy, one row
+ * per step; the epoch columns are filled on each epoch's last step. */
+int nn_write_plot_csv(const char *svg_path, const nn_log *log, const double *smoothed);
 /* {"mode": ..., "model": ..., "steps": [...], "epochs": [...]} at path. */
 int nn_write_metrics(const char *path, const nn_log *log, const char *mode,
                      const char *model);
@@ -115,5 +122,11 @@ double nn_now(void);
 void nn_progress_begin(nn_progress *p, bool enabled, int epoch, int n_epochs, int64_t total);
 void nn_progress_update(nn_progress *p, int64_t done, int64_t samples, double loss, bool force);
 void nn_progress_end(nn_progress *p);
+
+/* The name PyTorch's equivalent module gives a built-in model's tensor
+ * (Note [PyTorch names] in torch_names.c): "fc1.weight" of the mlp is
+ * "0.weight"; names of other archs, or without a mapping, are copied.
+ * Writes at most n bytes into buf; returns buf. Never fails. */
+const char *nn_torch_name(const char *arch, const char *name, char *buf, size_t n);
 
 #endif

@@ -503,6 +503,14 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   if (rc == 0 && o->resume_path) {
     kiln_checkpoint_info info;
     rc = kiln_checkpoint_load(o->resume_path, t.m, t.opt, &info);
+    if (rc == 0 && info.plain && out)
+      fprintf(out, "notice: %s is a plain state_dict (no kiln metadata, no CRC to verify): "
+                   "parameters loaded by name, shapes checked; optimizer state and step start "
+                   "fresh\n", o->resume_path);
+    if (rc == 0 && info.plain) {
+      info.rng[0] = 0; /* keep the seeded generator */
+      kiln_generator_get_state(t.gen, info.rng);
+    }
     if (rc == 0) {
       t.step = info.step;
       start_epoch = info.epoch;
@@ -662,6 +670,11 @@ kiln_status kiln_nn_eval_checkpoint(const char *path, const char *data_dir, int6
   const char *archs[3] = {"mlp", "cnn", "lstm"};
   for (int i = 0; i < 3; i++)
     if (strcmp(info.model, archs[i]) == 0) arch = i;
+  if (arch < 0 && info.plain)
+    return core_error(KILN_ERR_FORMAT,
+                      "eval: '%s': a plain state_dict that matches no built-in model (names "
+                      "and shapes: Note [PyTorch names] in src/nn/torch_names.c)",
+                      path);
   if (arch < 0)
     return core_error(KILN_ERR_FORMAT, "eval: '%s': unknown model '%s'", path, info.model);
   t.arch = arch;
