@@ -247,7 +247,7 @@ static void native_eligibility(const fused_group *f, fkernel *kn) {
   for (int s = 0; s < f->n_steps; s++) {
     const op_info *op = &op_table[f->steps[s].op];
     const kstep *ks = &kn->steps[s];
-    const op_tile_src *src = op->tile_srcs ? op->tile_srcs[ks->compute] : NULL;
+    const op_tile_src *src = op_tile_text(f->steps[s].op, ks->compute);
     if (!src || src->arity != op->n_operands || src->arity > 3 ||
         !names_dtype(src->type, ks->compute) || !names_dtype(src->out_type, ks->out))
       return;
@@ -270,7 +270,7 @@ static void native_compile(const fused_group *f, fkernel *kn) {
   fusion_cc_step cs[FUSION_MAX_STEPS];
   for (int s = 0; s < f->n_steps; s++) {
     const fstep *st = &f->steps[s];
-    cs[s].src = op_table[st->op].tile_srcs[kn->steps[s].compute];
+    cs[s].src = op_tile_text(st->op, kn->steps[s].compute);
     for (int a = 0; a < cs[s].src->arity; a++) {
       const fsrc *src = &st->args[a];
       cs[s].args[a] = src->kind == SRC_STEP ? src->index : -1;

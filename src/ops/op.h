@@ -108,8 +108,10 @@ typedef void (*op_tile_fn)(void *out, const void *const *in, int64_t n,
  * are compiled from it. */
 typedef struct op_tile_src {
   int arity;
-  const char *type, *out_type, *expr;
+  const char *type, *out_type, *expr; /* expr NULL: no text (TILE_*_C, TILE_NO_TEXT) */
 } op_tile_src;
+/* op's tile text for dtype dt, or NULL when that tile has none. */
+const op_tile_src *op_tile_text(int op, kiln_dtype dt);
 
 /* ---- the table ----------------------------------------------------------- */
 enum {

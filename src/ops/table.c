@@ -69,3 +69,8 @@ int op_find_arity(const char *name, int n_args) {
     if (op_table[i].n_args == n_args && strcmp(op_table[i].name, name) == 0) return i;
   return -1;
 }
+
+const op_tile_src *op_tile_text(int op, kiln_dtype dt) {
+  const op_tile_src *const *t = op_table[op].tile_srcs;
+  return t && t[dt] && t[dt]->expr ? t[dt] : NULL;
+}
