@@ -231,7 +231,7 @@ typedef struct op_out_metas {
 int op_infer_outs(int op, const op_val *args, int n_args, int max_outs, op_out_metas *m);
 void op_out_metas_free(op_out_metas *m);
 
-/* Hooks installed by higher layers (ops cannot include their headers). */
+/* Hooks installed by higher layers (Note [Hooks] in src/core/core.h). */
 /* autograd: record a backward node for outs; returns < 0 on error. */
 extern int (*op_autograd_hook)(int op, const op_val *args, int n_args,
                                kiln_tensor **outs, int n_outs);
