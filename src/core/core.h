@@ -286,8 +286,6 @@ static inline uint64_t core_hash_double(uint64_t h, double d) {
 
 /* ---- dtypes ----------------------------------------------------------- */
 bool core_dtype_is_floating(kiln_dtype dt);
-/* Category: 0 bool, 1 integer, 2 floating. */
-int core_dtype_category(kiln_dtype dt);
 
 /* ---- random ------------------------------------------------------------ */
 struct kiln_generator {

@@ -128,7 +128,6 @@ enum {
   OPF_RANDOM = 1 << 10,     /* reads the default generator */
   OPF_NO_DOUBLE = 1 << 11,  /* its formula is not itself differentiable */
   OPF_SAVE_OUT = 1 << 12,   /* the formula reads the outputs */
-  OPF_NO_INT = 1 << 13,     /* no integer/bool kernels (error, not promotion) */
   OPF_NO_SAVE_IN = 1 << 14, /* the formula reads only the inputs' shapes and
                                dtypes: autograd saves metadata, not data */
   OPF_INPLACE = 1 << 15,    /* writes its first argument ("Tensor(a!) self") */

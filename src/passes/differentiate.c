@@ -1,4 +1,4 @@
-/* src/passes/differentiate.c: differentiation by tracing (DESIGN.md).
+/* src/passes/differentiate.c: differentiation by tracing.
  *
  * 1. One symbolic lazy tensor per subgraph input (shape/dtype, no data),
  *    requires_grad from the mask.
