@@ -214,9 +214,12 @@ deps:
 	@sh scripts/deps.sh
 
 # Layering: a file in src/<layer>/ may include only its own layer's and
-# lower layers' headers.
+# lower layers' headers. Also: file length, no includes from tests/, hook
+# variables assigned only where Note [Hooks] (src/core/core.h) says.
 check:
 	@sh scripts/check_layers.sh $(LAYERS)
+	@sh scripts/check_files.sh 1000
+	@sh scripts/check_hooks.sh
 
 # make install PREFIX=/usr/local DESTDIR=: both libraries (with the .so's
 # symlinks), the header, kiln.pc, the kiln command, its man page and the

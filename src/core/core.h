@@ -117,9 +117,27 @@ struct kiln_tensor {
   void *lazy;              /* lazy layer's state, NULL for CPU */
 };
 
-/* Hooks set by upper layers so that core can free their per-tensor state
- * without including their headers. */
+/* Note [Hooks]: the only calls from a lower layer up (core and ops
+ * cannot include the headers above them) go through these function
+ * pointers, each assigned in exactly one place, a constructor that runs
+ * before main (Note [Init] in src/lazy/record.c). `make check`
+ * (scripts/check_hooks.sh) fails if one is assigned anywhere else; the
+ * list below is what it reads, one "hook: file" line each.
+ *   core_ag_meta_free_hook: src/autograd/node.c
+ *   core_lazy_free_hook: src/lazy/record.c
+ *   core_lazy_share_hook: src/lazy/record.c
+ *   core_lazy_materialize_hook: src/exec/lazy_sync.c
+ *   op_autograd_hook: src/autograd/node.c
+ *   op_is_leaf_hook: src/autograd/node.c
+ *   op_lazy_hook: src/lazy/record.c
+ *   op_lazy_copy_hook: src/lazy/record.c
+ * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
+ * functions in src/autograd/engine.c write it.) Callers test a hook for
+ * NULL, or call it only on a tensor the upper layer made (a lazy tensor
+ * exists only where the lazy layer does). */
+/* autograd: free a tensor's autograd state. */
 extern void (*core_ag_meta_free_hook)(kiln_tensor *t);
+/* lazy: free a tensor's lazy state. */
 extern void (*core_lazy_free_hook)(kiln_tensor *t);
 /* lazy: give dst (a fresh header) its own state on src's lazy value. */
 extern void (*core_lazy_share_hook)(kiln_tensor *dst, const kiln_tensor *src);
@@ -306,8 +324,6 @@ static inline uint64_t core_hash_double(uint64_t h, double d) {
 
 /* ---- dtypes ----------------------------------------------------------- */
 bool core_dtype_is_floating(kiln_dtype dt);
-/* Category: 0 bool, 1 integer, 2 floating. */
-int core_dtype_category(kiln_dtype dt);
 
 /* ---- random ------------------------------------------------------------ */
 struct kiln_generator {

@@ -17,10 +17,6 @@ bool core_dtype_is_floating(kiln_dtype dt) {
   return dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64;
 }
 
-int core_dtype_category(kiln_dtype dt) {
-  return dt == KILN_DTYPE_BOOL ? 0 : dt == KILN_DTYPE_I64 ? 1 : 2;
-}
-
 /* Note [Promotion]: within the lattice bool < int64 < float32 < float64 the
  * result is the larger type, as torch.promote_types. */
 kiln_dtype kiln_promote_types(kiln_dtype a, kiln_dtype b) {

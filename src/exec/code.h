@@ -14,9 +14,8 @@ typedef enum exec_opcode {
   EXEC_I_MOVE,       /* out[i] = in[i] (copies; block outputs, loop-carried values) */
   EXEC_I_JUMP,       /* pc = target */
   EXEC_I_JUMP_IF_NOT,/* if (!in[0]) pc = target */
-  EXEC_I_PRIM,       /* out = prim(in...) */
-  EXEC_I_RETURN      /* the function's outputs are in[] */
-} exec_opcode;
+  EXEC_I_PRIM        /* out = prim(in...) */
+} exec_opcode; /* after the last instruction the outputs are output_regs' values */
 
 struct exec_instr;
 /* A builtin (non-op-table) function: reads n_in values, writes n_out new
@@ -75,7 +74,5 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
  * last use, so an elementwise op may write into its buffer (Note [Buffer
  * reuse]). */
 int exec_code_run_owned(const exec_code *c, exec_value *inputs, exec_value *outputs);
-/* Text listing of the code, for debugging (malloc'd). */
-char *exec_code_dump(const exec_code *c);
 
 #endif

@@ -1,16 +1,32 @@
 /* src/exec/executor.c: the profiling graph executor.
  *
- * Per call (DESIGN.md "The profiling executor"):
+ * Per call:
  *   1. while profiling runs remain, run the graph with prim::profile before
- *      every tensor use; each profile merges what it sees (dtype, shape,
- *      requires_grad, seen) over calls and loop iterations;
- *   2. then optimize once: specialize types from the profiles, group
- *      differentiable nodes into DifferentiableGraphs (only if something may
- *      require grad), guard each with RequiresGradCheck + If whose
- *      else-branch is a fallback function (an executor of its own, one
- *      bailout level lower), differentiate (diffgraph.c), clean up;
+ *      every tensor use (pass_insert_profiles); each profile merges what it
+ *      sees (dtype, shape, requires_grad, seen) over calls and loop
+ *      iterations;
+ *   2. then optimize once: pass_pipeline_optimize (src/passes/pipeline.c)
+ *      specializes types from the profiles, groups differentiable nodes
+ *      into DifferentiableGraphs (only if something may require grad),
+ *      guards each with RequiresGradCheck + If whose else-branch is a
+ *      fallback function (an executor of its own, one bailout level lower),
+ *      runs CSE and DCE, and fuses; the compile hook below installs the
+ *      group kinds. Each DifferentiableGraph is differentiated when it first
+ *      runs with complete types (diffgraph.c);
  *   3. run the optimized plan.
- * At bailout depth 0 a function just interprets its graph. */
+ * The plan, for a graph computing tanh(x @ w + b) where x requires grad:
+ *   before: %4 = aten::matmul(%x, %w); %5 = aten::add(%4, %b, %1)
+ *           %6 = aten::tanh(%5); return (%6)
+ *   after:  %x.2 : Float(8, 4, requires_grad=1), ..., %ok = prim::RequiresGradCheck(%x, %w, %b)
+ *           %6 = prim::If(%ok)
+ *             block0(): %r = prim::DifferentiableGraph_0(%x.2, %w.2, %b.2) -> (%r)
+ *             block1(): %f = prim::FallbackGraph_1(%x, %w, %b) -> (%f)
+ *           return (%6)
+ * and with no input requiring grad (the no-grad plan) the nodes stay
+ * where they are and elementwise runs become FusionGroups:
+ *   after:  %4 = aten::matmul(%x, %w); %6 = prim::FusionGroup_0(%4, %b); return (%6)
+ * At bailout depth 0 a function runs its graph unprofiled
+ * (pass_pipeline_unprofiled). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

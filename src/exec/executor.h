@@ -1,5 +1,6 @@
-/* src/exec/executor.h: the profiling graph executor (DESIGN.md "The
- * profiling executor") and the DifferentiableGraph op it runs. */
+/* src/exec/executor.h: the profiling graph executor (executor.c; the
+ * house's map: docs/ARCHITECTURE.md) and the DifferentiableGraph op it
+ * runs. */
 #ifndef KILN_EXEC_EXECUTOR_H
 #define KILN_EXEC_EXECUTOR_H
 

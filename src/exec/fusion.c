@@ -245,7 +245,7 @@ static void native_eligibility(const fused_group *f, fkernel *kn) {
   for (int s = 0; s < f->n_steps; s++) {
     const op_info *op = &op_table[f->steps[s].op];
     const kstep *ks = &kn->steps[s];
-    const op_tile_src *src = op->tile_srcs ? op->tile_srcs[ks->compute] : NULL;
+    const op_tile_src *src = op_tile_text(f->steps[s].op, ks->compute);
     if (!src || src->arity != op->n_operands || src->arity > 3 ||
         !names_dtype(src->type, ks->compute) || !names_dtype(src->out_type, ks->out))
       return;
@@ -268,7 +268,7 @@ static void native_compile(const fused_group *f, fkernel *kn) {
   fusion_cc_step cs[FUSION_MAX_STEPS];
   for (int s = 0; s < f->n_steps; s++) {
     const fstep *st = &f->steps[s];
-    cs[s].src = op_table[st->op].tile_srcs[kn->steps[s].compute];
+    cs[s].src = op_tile_text(st->op, kn->steps[s].compute);
     for (int a = 0; a < cs[s].src->arity; a++) {
       const fsrc *src = &st->args[a];
       cs[s].args[a] = src->kind == SRC_STEP ? src->index : -1;
@@ -446,101 +446,117 @@ static int run_plain(fused_group *f, exec_value *in, exec_value *out) {
   return exec_code_run(f->plain, in, out);
 }
 
-int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
-  int ndim = 0, rc = 0;
-  int64_t shape[KILN_MAX_DIMS];
+/* One call's state, shared by its phases and by every tile. */
+typedef struct fused_call {
+  fused_group *f;
+  fkernel *kn;
+  exec_value *in;
+  const kstep *ksteps;          /* kn->steps, or the call's copy (Note [Run-time attributes]) */
+  kstep dyn[FUSION_MAX_STEPS];
+  int ndim;
+  int64_t shape[KILN_MAX_DIMS], numel, n_tiles;
+  size_t slot;                  /* bytes of one tile buffer */
+  int n_bufs;                   /* tile buffers per thread */
+  ew_operand ops[64];
+  const void *pre[FUSION_MAX_STEPS][EW_MAX_OPERANDS]; /* Note [Scalar tiles] */
+  fusion_native_fn native, native_nt;
+  op_attrs natt[FUSION_MAX_STEPS];
+  bool stream;
+  kiln_tensor *outs[64];
+} fused_call;
+
+/* Phase 1: the call's index space (the inputs' broadcast). 0, or 1 when
+ * the group must run unfused: an input requires grad or is not on the
+ * CPU, the inputs do not broadcast, the group exceeds the kernel's arrays,
+ * or an output is narrower than the index space. */
+static int index_space(fused_call *c) {
+  fused_group *f = c->f;
+  exec_value *in = c->in;
   bool grad_on = kiln_is_grad_enabled();
+  c->ndim = 0;
   /* the kernel's fixed arrays; the fusion pass keeps groups within them */
-  if (f->n_in > FUSION_MAX_IO || f->n_out > FUSION_MAX_IO) return run_plain(f, in, out);
+  if (f->n_in > FUSION_MAX_IO || f->n_out > FUSION_MAX_IO) return 1;
   for (int i = 0; i < f->n_in; i++) {
     if (in[i].tag != EXEC_V_TENSOR) continue;
     const kiln_tensor *t = in[i].t;
-    if (t->device != CORE_DEVICE_CPU || (grad_on && t->requires_grad)) return run_plain(f, in, out);
-    if (op_broadcast_shapes("prim::FusionGroup", ndim, shape, t->ndim, t->shape, &ndim, shape) < 0) {
+    if (t->device != CORE_DEVICE_CPU || (grad_on && t->requires_grad)) return 1;
+    if (op_broadcast_shapes("prim::FusionGroup", c->ndim, c->shape, t->ndim, t->shape, &c->ndim,
+                            c->shape) < 0) {
       kiln_clear_error(); /* inputs of independent parts: let the ops decide */
-      return run_plain(f, in, out);
+      return 1;
     }
   }
-  int64_t numel = core_numel(ndim, shape);
+  c->numel = core_numel(c->ndim, c->shape);
   /* every output must span the whole index space: all steps are computed
    * over it (inputs broadcast), which is right for the steps themselves,
    * but an output narrower than it must keep its own shape: run unfused */
-  {
-    int8_t sh_nd[FUSION_MAX_STEPS];
-    int64_t sh[FUSION_MAX_STEPS][KILN_MAX_DIMS];
-    if (f->n_steps > FUSION_MAX_STEPS || numel == 0) return run_plain(f, in, out);
-    for (int s = 0; s < f->n_steps; s++) {
-      int nd = 0;
-      int64_t cur[KILN_MAX_DIMS];
-      for (int a = 0; a < f->steps[s].n_args; a++) {
-        const fsrc *src = &f->steps[s].args[a];
-        if (src->kind == SRC_INPUT && in[src->index].tag == EXEC_V_TENSOR) {
-          const kiln_tensor *t = in[src->index].t;
-          op_broadcast_shapes("prim::FusionGroup", nd, cur, t->ndim, t->shape, &nd, cur);
-        } else if (src->kind == SRC_STEP) {
-          op_broadcast_shapes("prim::FusionGroup", nd, cur, sh_nd[src->index], sh[src->index], &nd,
-                              cur);
-        }
-      }
-      sh_nd[s] = (int8_t)nd;
-      memcpy(sh[s], cur, (size_t)nd * sizeof *cur);
-    }
-    for (int o = 0; o < f->n_out; o++) {
-      int s = f->out_step[o];
-      if (sh_nd[s] != ndim || memcmp(sh[s], shape, (size_t)ndim * sizeof *shape))
-        return run_plain(f, in, out);
-    }
-  }
-  fkernel *kn = kernel_for(f, in);
-  if (!kn) return -1;
-  /* Note [Run-time attributes]: a number input in an attribute position
-   * (lazy tensors record add's alpha = -lr as data) is read per call; the
-   * cached kernel holds the values of the call that built it. */
-  kstep dyn[FUSION_MAX_STEPS];
-  const kstep *ksteps = kn->steps;
-  if (f->dyn_attrs) {
-    memcpy(dyn, kn->steps, (size_t)f->n_steps * sizeof *dyn);
-    for (int s = 0; s < f->n_steps; s++) {
-      int nin = op_table[f->steps[s].op].n_operands;
-      for (int a = nin; a < f->steps[s].n_args && a - nin < OP_MAX_ATTRS; a++) {
-        const fsrc *src = &f->steps[s].args[a];
-        if (src->kind != SRC_INPUT) continue;
-        op_val v;
-        if (exec_value_as_op(&in[src->index], &v) < 0 || !op_val_is_num(&v))
-          return core_error(KILN_ERR_INVALID, "FusionGroup: %s expects a number for argument %d",
-                            op_table[f->steps[s].op].name, a);
-        dyn[s].attrs.s[a - nin] = op_val_num(&v);
+  int8_t sh_nd[FUSION_MAX_STEPS];
+  int64_t sh[FUSION_MAX_STEPS][KILN_MAX_DIMS];
+  if (f->n_steps > FUSION_MAX_STEPS || c->numel == 0) return 1;
+  for (int s = 0; s < f->n_steps; s++) {
+    int nd = 0;
+    int64_t cur[KILN_MAX_DIMS];
+    for (int a = 0; a < f->steps[s].n_args; a++) {
+      const fsrc *src = &f->steps[s].args[a];
+      if (src->kind == SRC_INPUT && in[src->index].tag == EXEC_V_TENSOR) {
+        const kiln_tensor *t = in[src->index].t;
+        op_broadcast_shapes("prim::FusionGroup", nd, cur, t->ndim, t->shape, &nd, cur);
+      } else if (src->kind == SRC_STEP) {
+        op_broadcast_shapes("prim::FusionGroup", nd, cur, sh_nd[src->index], sh[src->index], &nd,
+                            cur);
       }
     }
-    ksteps = dyn;
+    sh_nd[s] = (int8_t)nd;
+    memcpy(sh[s], cur, (size_t)nd * sizeof *cur);
   }
+  for (int o = 0; o < f->n_out; o++) {
+    int s = f->out_step[o];
+    if (sh_nd[s] != c->ndim || memcmp(sh[s], c->shape, (size_t)c->ndim * sizeof *c->shape))
+      return 1;
+  }
+  return 0;
+}
+
+/* Phase 2: the steps as this call runs them. Note [Run-time attributes]:
+ * a number input in an attribute position (lazy tensors record add's
+ * alpha = -lr as data) is read per call; the cached kernel holds the values
+ * of the call that built it. < 0 with the error set. */
+static int call_steps(fused_call *c) {
+  fused_group *f = c->f;
+  c->ksteps = c->kn->steps;
+  if (!f->dyn_attrs) return 0;
+  memcpy(c->dyn, c->kn->steps, (size_t)f->n_steps * sizeof *c->dyn);
+  for (int s = 0; s < f->n_steps; s++) {
+    int nin = op_table[f->steps[s].op].n_operands;
+    for (int a = nin; a < f->steps[s].n_args && a - nin < OP_MAX_ATTRS; a++) {
+      const fsrc *src = &f->steps[s].args[a];
+      if (src->kind != SRC_INPUT) continue;
+      op_val v;
+      if (exec_value_as_op(&c->in[src->index], &v) < 0 || !op_val_is_num(&v))
+        return core_error(KILN_ERR_INVALID, "FusionGroup: %s expects a number for argument %d",
+                          op_table[f->steps[s].op].name, a);
+      c->dyn[s].attrs.s[a - nin] = op_val_num(&v);
+    }
+  }
+  c->ksteps = c->dyn;
+  return 0;
+}
+
+/* Phase 3: the native kernel (compiled once it is due, Note [Native
+ * kernels]) or none, and how outputs are stored. */
+static void choose_kernel(fused_call *c) {
+  fused_group *f = c->f;
+  fkernel *kn = c->kn;
   int cc_mode = exec_fusion_cc_mode();
   if (kn->native_eligible && kn->native_state == 0 &&
-      (cc_mode == 2 || (cc_mode == 1 && (kn->work += numel) >= FUSION_CC_WORK)))
+      (cc_mode == 2 || (cc_mode == 1 && (kn->work += c->numel) >= FUSION_CC_WORK)))
     native_compile(f, kn);
-  fusion_native_fn native = kn->native_state == 1 && cc_mode ? exec_fusion_cc_fn(kn->native) : NULL;
-  fusion_native_fn native_nt = native ? exec_fusion_cc_fn_stream(kn->native) : NULL;
-  op_attrs natt[FUSION_MAX_STEPS];
-  if (native)
-    for (int s = 0; s < f->n_steps; s++) natt[s] = ksteps[s].attrs;
-  kiln_tensor *outs[64];
-  if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
-  memset(outs, 0, sizeof outs);
-  for (int o = 0; o < f->n_out; o++) {
-    outs[o] = core_tensor_new(ndim, shape, ksteps[f->out_step[o]].out);
-    if (!outs[o]) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-  }
-  int n_steps = f->n_steps;
-  ew_operand ops[64];
-  for (int i = 0; i < f->n_in; i++)
-    if (in[i].tag == EXEC_V_TENSOR) op_ew_operand_init(&ops[i], in[i].t, ndim, shape);
-  int64_t n_tiles = (numel + EW_TILE - 1) / EW_TILE;
-  size_t slot = EW_TILE * 8;
+  c->native = kn->native_state == 1 && cc_mode ? exec_fusion_cc_fn(kn->native) : NULL;
+  c->native_nt = c->native ? exec_fusion_cc_fn_stream(kn->native) : NULL;
+  if (c->native)
+    for (int s = 0; s < f->n_steps; s++) c->natt[s] = c->ksteps[s].attrs;
   /* outputs larger than the caches are written with streaming stores */
-  bool stream = numel * 4 >= (4 << 20);
+  c->stream = c->numel * 4 >= (4 << 20);
   /* Note [Native stores]: a native kernel computes fast enough that where
    * its outputs go decides its speed. Streaming stores send them to
    * memory; plain stores leave them in the last-level cache, where the
@@ -556,31 +572,41 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
    * executor keeps its threshold at any thread count: its passes, not
    * memory, bound it, and it measured faster streaming, 69-84 against
    * 43-68 GB/s.) */
-  if (native && omp_get_max_threads() > 1 && numel >= OP_PARALLEL_MIN) {
+  if (c->native && omp_get_max_threads() > 1 && c->numel >= OP_PARALLEL_MIN) {
     int64_t out_bytes = 0;
     for (int o = 0; o < f->n_out; o++)
-      out_bytes += numel * (int64_t)kiln_dtype_size(ksteps[f->out_step[o]].out);
-    stream = out_bytes >= exec_fusion_llc_bytes();
+      out_bytes += c->numel * (int64_t)kiln_dtype_size(c->ksteps[f->out_step[o]].out);
+    c->stream = out_bytes >= exec_fusion_llc_bytes();
   }
-  int n_bufs = f->n_in + n_steps + EW_MAX_OPERANDS;
-  int failed = 0;
-  /* Note [Scalar tiles]: constants, number inputs and one-element tensors
-   * are spread over a tile once per run, in each consuming step's compute
-   * dtype, and shared read-only by every tile: per tile they cost nothing. */
-  int64_t fill = numel < EW_TILE ? numel : EW_TILE;
-  char *pre_mem = scratch(0, slot * (size_t)(n_steps * EW_MAX_OPERANDS) + 64);
-  const void *pre[FUSION_MAX_STEPS][EW_MAX_OPERANDS];
-  if (!pre_mem) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
+}
+
+/* Phase 4: the outputs, the inputs' operand walkers, and Note [Scalar
+ * tiles]: constants, number inputs and one-element tensors are spread over
+ * a tile once per run, in each consuming step's compute dtype, and shared
+ * read-only by every tile: per tile they cost nothing. < 0 on OOM. */
+static int prepare(fused_call *c) {
+  fused_group *f = c->f;
+  exec_value *in = c->in;
+  if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
+  for (int o = 0; o < f->n_out; o++) {
+    c->outs[o] = core_tensor_new(c->ndim, c->shape, c->ksteps[f->out_step[o]].out);
+    if (!c->outs[o]) return KILN_ERR_NOMEM;
   }
-  for (int s = 0; s < n_steps; s++) {
+  for (int i = 0; i < f->n_in; i++)
+    if (in[i].tag == EXEC_V_TENSOR) op_ew_operand_init(&c->ops[i], in[i].t, c->ndim, c->shape);
+  c->n_tiles = (c->numel + EW_TILE - 1) / EW_TILE;
+  c->slot = EW_TILE * 8;
+  c->n_bufs = f->n_in + f->n_steps + EW_MAX_OPERANDS;
+  int64_t fill = c->numel < EW_TILE ? c->numel : EW_TILE;
+  char *pre_mem = scratch(0, c->slot * (size_t)(f->n_steps * EW_MAX_OPERANDS) + 64);
+  if (!pre_mem) return KILN_ERR_NOMEM;
+  for (int s = 0; s < f->n_steps; s++) {
     const fstep *st = &f->steps[s];
     for (int a = 0; a < op_table[st->op].n_operands && a < EW_MAX_OPERANDS; a++) {
       const fsrc *src = &st->args[a];
-      char *b = pre_mem + slot * (size_t)(s * EW_MAX_OPERANDS + a);
+      char *b = pre_mem + c->slot * (size_t)(s * EW_MAX_OPERANDS + a);
       op_val v;
-      pre[s][a] = NULL;
+      c->pre[s][a] = NULL;
       if (src->kind == SRC_CONST) {
         v = src->k;
       } else if (src->kind == SRC_INPUT && in[src->index].tag != EXEC_V_TENSOR) {
@@ -593,146 +619,184 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
       } else {
         continue;
       }
-      op_ew_fill(b, ksteps[s].compute, &v, fill);
-      pre[s][a] = b;
+      op_ew_fill(b, c->ksteps[s].compute, &v, fill);
+      c->pre[s][a] = b;
     }
   }
-#pragma omp parallel if (numel >= OP_PARALLEL_MIN)
+  return 0;
+}
+
+/* Phase 5a: a tile's input pointers (gathered into inbuf where not direct);
+ * NULL for pre-filled ones and numbers. Note [Tile prefetch]: a lone
+ * thread also asks for its tile PREFETCH_AHEAD tiles on (static schedule:
+ * its tiles are consecutive), so its inputs arrive from memory while this
+ * one computes: +20-60% for the arithmetic chain on one thread. Two
+ * threads do 2-5% better without (A/B runs: the hardware streams both, and
+ * the prefetches only hold fill buffers). */
+static void tile_inputs(const fused_call *c, int64_t tix, int64_t i0, int64_t n, char *inbuf,
+                        bool prefetch, const void **inptr) {
+  const fused_group *f = c->f;
+  const exec_value *in = c->in;
+  for (int i = 0; i < f->n_in; i++) {
+    char *b = inbuf + c->slot * (size_t)i;
+    if (in[i].tag == EXEC_V_TENSOR && kiln_tensor_numel(in[i].t) == 1) {
+      inptr[i] = NULL; /* pre-filled (Note [Scalar tiles]) */
+    } else if (in[i].tag == EXEC_V_TENSOR) {
+      if (c->ops[i].direct)
+        inptr[i] = c->ops[i].base + i0 * (int64_t)kiln_dtype_size(c->ops[i].dtype);
+      else {
+        op_ew_gather(&c->ops[i], c->ndim, c->shape, i0, n, b, c->ops[i].dtype);
+        inptr[i] = b;
+      }
+    } else {
+      inptr[i] = NULL; /* numbers: filled per use */
+    }
+  }
+  if (prefetch && tix + PREFETCH_AHEAD < c->n_tiles)
+    for (int i = 0; i < f->n_in; i++)
+      if (in[i].tag == EXEC_V_TENSOR && c->ops[i].direct && kiln_tensor_numel(in[i].t) > 1) {
+        size_t es = kiln_dtype_size(c->ops[i].dtype);
+        int64_t j0 = (tix + PREFETCH_AHEAD) * EW_TILE;
+        int64_t m = c->numel - j0 < EW_TILE ? c->numel - j0 : EW_TILE;
+        const char *pb = c->ops[i].base + j0 * (int64_t)es;
+        for (size_t off = 0; off < (size_t)m * es; off += 64) __builtin_prefetch(pb + off, 0, 3);
+      }
+}
+
+/* Phase 5b, native: Note [Native kernels]: operands as the tiles would see
+ * them, outputs straight to memory unless streamed from a tile. */
+static void tile_native(const fused_call *c, int64_t i0, int64_t n, char *inbuf, char *stepbuf,
+                        const void **inptr) {
+  const fused_group *f = c->f;
+  const fkernel *kn = c->kn;
+  const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS], *arr[FUSION_MAX_IO] = {0};
+  void *op_out[FUSION_MAX_IO];
+  /* a dimensioned input is an array of its own dtype to the kernel, also
+   * when it has one element (the tiles spread those in each step's
+   * compute dtype instead) */
+  for (int i = 0; i < f->n_in; i++)
+    if (c->in[i].tag == EXEC_V_TENSOR && kn->tier[i] == 2) {
+      arr[i] = inptr[i];
+      if (!arr[i]) {
+        op_ew_gather(&c->ops[i], c->ndim, c->shape, i0, n, inbuf + c->slot * (size_t)i,
+                     c->ops[i].dtype);
+        arr[i] = inbuf + c->slot * (size_t)i;
+      }
+    }
+  int k = 0;
+  for (int s = 0; s < f->n_steps; s++)
+    for (int a = 0; a < op_table[f->steps[s].op].n_operands; a++) {
+      const fsrc *src = &f->steps[s].args[a];
+      if (src->kind == SRC_STEP) continue;
+      np[k++] = src->kind == SRC_INPUT && kn->tier[src->index] == 2 ? arr[src->index] : c->pre[s][a];
+    }
+  bool aligned = true;
+  for (int o = 0; o < f->n_out; o++) {
+    size_t es = kiln_dtype_size(c->ksteps[f->out_step[o]].out);
+    op_out[o] = (char *)core_data(c->outs[o]) + i0 * (int64_t)es;
+    aligned = aligned && ((uintptr_t)op_out[o] & 63) == 0;
+  }
+  if (!c->stream) {
+    c->native(op_out, np, n, c->natt);
+  } else if (c->native_nt && aligned) {
+    c->native_nt(op_out, np, n, c->natt);
+  } else { /* through a tile, then streamed */
+    void *tile_out[FUSION_MAX_IO];
+    for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + c->slot * (size_t)o;
+    c->native(tile_out, np, n, c->natt);
+    for (int o = 0; o < f->n_out; o++)
+      store_tile(op_out[o], tile_out[o],
+                 (size_t)n * kiln_dtype_size(c->ksteps[f->out_step[o]].out), true);
+  }
+}
+
+/* Phase 5b, tiles: every step's tile kernel in turn (Note [Fused tiles]),
+ * operands converted to its compute dtype, then the outputs stored. */
+static void tile_steps(const fused_call *c, int64_t i0, int64_t n, char *stepbuf, char *conv,
+                       const void **inptr) {
+  const fused_group *f = c->f;
+  for (int s = 0; s < f->n_steps; s++) {
+    const fstep *st = &f->steps[s];
+    const kstep *ks = &c->ksteps[s];
+    const void *opnd[EW_MAX_OPERANDS];
+    int nin = op_table[st->op].n_operands;
+    for (int a = 0; a < nin; a++) {
+      const fsrc *src = &st->args[a];
+      char *cb = conv + c->slot * (size_t)a;
+      if (c->pre[s][a]) {
+        opnd[a] = c->pre[s][a];
+        continue;
+      }
+      const void *p;
+      kiln_dtype dt;
+      if (src->kind == SRC_INPUT) {
+        p = inptr[src->index];
+        dt = c->ops[src->index].dtype;
+      } else {
+        p = stepbuf + c->slot * (size_t)src->index;
+        dt = c->ksteps[src->index].out;
+      }
+      if (dt != ks->compute) {
+        op_ew_convert(cb, ks->compute, p, dt, n);
+        p = cb;
+      }
+      opnd[a] = p;
+    }
+    ks->tile(stepbuf + c->slot * (size_t)s, opnd, n, &ks->attrs);
+  }
+  for (int o = 0; o < f->n_out; o++) {
+    size_t es = kiln_dtype_size(c->ksteps[f->out_step[o]].out);
+    store_tile((char *)core_data(c->outs[o]) + i0 * (int64_t)es,
+               stepbuf + c->slot * (size_t)f->out_step[o], (size_t)n * es, c->stream);
+  }
+}
+
+/* Phase 5: the tiles, in parallel. < 0 when a thread's buffers could not
+ * be had. */
+static int run_tiles(const fused_call *c) {
+  const fused_group *f = c->f;
+  int failed = 0;
+#pragma omp parallel if (c->numel >= OP_PARALLEL_MIN)
   {
-    char *mem = scratch(1, slot * (size_t)n_bufs);
+    char *mem = scratch(1, c->slot * (size_t)c->n_bufs);
     bool prefetch = omp_get_num_threads() == 1;
     if (!mem) {
 #pragma omp atomic write
       failed = 1;
     }
 #pragma omp for schedule(static)
-    for (int64_t tix = 0; tix < n_tiles; tix++) {
+    for (int64_t tix = 0; tix < c->n_tiles; tix++) {
       if (!mem) continue;
-      int64_t i0 = tix * EW_TILE, n = numel - i0 < EW_TILE ? numel - i0 : EW_TILE;
-      char *inbuf = mem, *stepbuf = mem + slot * (size_t)f->n_in,
-           *conv = mem + slot * (size_t)(f->n_in + n_steps);
+      int64_t i0 = tix * EW_TILE, n = c->numel - i0 < EW_TILE ? c->numel - i0 : EW_TILE;
+      char *inbuf = mem, *stepbuf = mem + c->slot * (size_t)f->n_in,
+           *conv = mem + c->slot * (size_t)(f->n_in + f->n_steps);
       const void *inptr[64];
-      for (int i = 0; i < f->n_in; i++) {
-        char *b = inbuf + slot * (size_t)i;
-        if (in[i].tag == EXEC_V_TENSOR && kiln_tensor_numel(in[i].t) == 1) {
-          inptr[i] = NULL; /* pre-filled (Note [Scalar tiles]) */
-        } else if (in[i].tag == EXEC_V_TENSOR) {
-          if (ops[i].direct)
-            inptr[i] = ops[i].base + i0 * (int64_t)kiln_dtype_size(ops[i].dtype);
-          else {
-            op_ew_gather(&ops[i], ndim, shape, i0, n, b, ops[i].dtype);
-            inptr[i] = b;
-          }
-        } else {
-          inptr[i] = NULL; /* numbers: filled per use below */
-        }
-      }
-      /* Note [Tile prefetch]: ask for this thread's tile PREFETCH_AHEAD
-       * tiles on (static schedule: its tiles are consecutive), so its
-       * inputs arrive from memory while this one computes: +20-60% for the
-       * arithmetic chain on one thread. Two threads do 2-5% better without
-       * (A/B runs: the hardware streams both, and the prefetches only hold
-       * fill buffers), so only a lone thread prefetches. */
-      if (prefetch && tix + PREFETCH_AHEAD < n_tiles)
-        for (int i = 0; i < f->n_in; i++)
-          if (in[i].tag == EXEC_V_TENSOR && ops[i].direct && kiln_tensor_numel(in[i].t) > 1) {
-            size_t es = kiln_dtype_size(ops[i].dtype);
-            int64_t j0 = (tix + PREFETCH_AHEAD) * EW_TILE;
-            int64_t m = numel - j0 < EW_TILE ? numel - j0 : EW_TILE;
-            const char *pb = ops[i].base + j0 * (int64_t)es;
-            for (size_t off = 0; off < (size_t)m * es; off += 64) __builtin_prefetch(pb + off, 0, 3);
-          }
-      if (native) {
-        /* Note [Native kernels]: operands as the tiles would see them,
-         * outputs straight to memory unless streamed from a tile */
-        const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS], *arr[FUSION_MAX_IO] = {0};
-        void *op_out[FUSION_MAX_IO];
-        /* a dimensioned input is an array of its own dtype to the kernel,
-         * also when it has one element (the tiles spread those in each
-         * step's compute dtype instead) */
-        for (int i = 0; i < f->n_in; i++)
-          if (in[i].tag == EXEC_V_TENSOR && kn->tier[i] == 2) {
-            arr[i] = inptr[i];
-            if (!arr[i]) {
-              op_ew_gather(&ops[i], ndim, shape, i0, n, inbuf + slot * (size_t)i, ops[i].dtype);
-              arr[i] = inbuf + slot * (size_t)i;
-            }
-          }
-        int k = 0;
-        for (int s = 0; s < n_steps; s++)
-          for (int a = 0; a < op_table[f->steps[s].op].n_operands; a++) {
-            const fsrc *src = &f->steps[s].args[a];
-            if (src->kind == SRC_STEP) continue;
-            np[k++] =
-                src->kind == SRC_INPUT && kn->tier[src->index] == 2 ? arr[src->index] : pre[s][a];
-          }
-        bool aligned = true;
-        for (int o = 0; o < f->n_out; o++) {
-          size_t es = kiln_dtype_size(ksteps[f->out_step[o]].out);
-          op_out[o] = (char *)core_data(outs[o]) + i0 * (int64_t)es;
-          aligned = aligned && ((uintptr_t)op_out[o] & 63) == 0;
-        }
-        if (!stream) {
-          native(op_out, np, n, natt);
-        } else if (native_nt && aligned) {
-          native_nt(op_out, np, n, natt);
-        } else { /* through a tile, then streamed */
-          void *tile_out[FUSION_MAX_IO];
-          for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + slot * (size_t)o;
-          native(tile_out, np, n, natt);
-          for (int o = 0; o < f->n_out; o++)
-            store_tile(op_out[o], tile_out[o],
-                       (size_t)n * kiln_dtype_size(ksteps[f->out_step[o]].out), true);
-        }
-        continue;
-      }
-      for (int s = 0; s < n_steps; s++) {
-        const fstep *st = &f->steps[s];
-        const kstep *ks = &ksteps[s];
-        const void *opnd[EW_MAX_OPERANDS];
-        int nin = op_table[st->op].n_operands;
-        for (int a = 0; a < nin; a++) {
-          const fsrc *src = &st->args[a];
-          char *cb = conv + slot * (size_t)a;
-          if (pre[s][a]) {
-            opnd[a] = pre[s][a];
-            continue;
-          }
-          const void *p;
-          kiln_dtype dt;
-          if (src->kind == SRC_INPUT) {
-            p = inptr[src->index];
-            dt = ops[src->index].dtype;
-          } else {
-            p = stepbuf + slot * (size_t)src->index;
-            dt = ksteps[src->index].out;
-          }
-          if (dt != ks->compute) {
-            op_ew_convert(cb, ks->compute, p, dt, n);
-            p = cb;
-          }
-          opnd[a] = p;
-        }
-        ks->tile(stepbuf + slot * (size_t)s, opnd, n, &ks->attrs);
-      }
-      for (int o = 0; o < f->n_out; o++) {
-        size_t es = kiln_dtype_size(ksteps[f->out_step[o]].out);
-        store_tile((char *)core_data(outs[o]) + i0 * (int64_t)es,
-                   stepbuf + slot * (size_t)f->out_step[o], (size_t)n * es, stream);
-      }
+      tile_inputs(c, tix, i0, n, inbuf, prefetch, inptr);
+      if (c->native) tile_native(c, i0, n, inbuf, stepbuf, inptr);
+      else tile_steps(c, i0, n, stepbuf, conv, inptr);
     }
     store_fence();
   }
-  if (failed) {
-    rc = core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers");
-    goto done;
-  }
+  return failed ? core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers") : 0;
+}
+
+int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
+  fused_call call, *c = &call; /* on the stack, as the per-call arrays always were */
+  int rc;
+  c->f = f;
+  c->in = in;
+  memset(c->outs, 0, sizeof c->outs);
+  if (index_space(c)) return run_plain(f, in, out);
+  if (!(c->kn = kernel_for(f, in))) return -1;
+  if ((rc = call_steps(c)) < 0) return rc;
+  choose_kernel(c);
+  if ((rc = prepare(c)) < 0 || (rc = run_tiles(c)) < 0) goto done;
   for (int o = 0; o < f->n_out; o++) {
-    out[o] = (exec_value){.tag = EXEC_V_TENSOR, .t = outs[o]};
-    outs[o] = NULL;
+    out[o] = (exec_value){.tag = EXEC_V_TENSOR, .t = c->outs[o]};
+    c->outs[o] = NULL;
   }
 done:
-  for (int o = 0; o < f->n_out; o++) kiln_release(outs[o]);
+  for (int o = 0; o < f->n_out && o < 64; o++) kiln_release(c->outs[o]);
   return rc;
 }
 

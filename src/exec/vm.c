@@ -235,10 +235,6 @@ static int run_code(const exec_code *c, exec_value *inputs, bool owned, exec_val
       if (outs != outs_small) core_free(outs);
       break;
     }
-    case EXEC_I_RETURN:
-      for (int i = 0; i < x->n_in; i++) outputs[i] = exec_value_copy(&regs[x->in[i]]);
-      pc = c->n_instr;
-      break;
     default: rc = core_error(KILN_ERR_STATE, "exec: bad instruction %d", x->code); break;
     }
     if (rc < 0) {
@@ -247,7 +243,7 @@ static int run_code(const exec_code *c, exec_value *inputs, bool owned, exec_val
     }
     for (int i = 0; i < x->n_free; i++) exec_value_clear(&regs[x->free[i]]);
   }
-  if (rc >= 0 && (c->n_instr == 0 || c->instr[c->n_instr - 1].code != EXEC_I_RETURN))
+  if (rc >= 0)
     for (int i = 0; i < c->n_outputs; i++) outputs[i] = exec_value_copy(&regs[c->output_regs[i]]);
   for (int r = 0; r < c->n_regs; r++) exec_value_clear(&regs[r]);
   if (regs != small) core_free(regs);
@@ -260,26 +256,4 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
 
 int exec_code_run_owned(const exec_code *c, exec_value *inputs, exec_value *outputs) {
   return run_code(c, inputs, true, outputs);
-}
-
-char *exec_code_dump(const exec_code *c) {
-  static const char *const codes[] = {"op", "const", "move", "jump", "jump_if_not", "prim",
-                                      "return"};
-  size_t cap = 256 + (size_t)c->n_instr * 128, k = 0;
-  char *s = core_alloc(cap);
-  if (!s) return NULL;
-  for (int i = 0; i < c->n_instr && k < cap; i++) {
-    const exec_instr *x = &c->instr[i];
-    k += (size_t)snprintf(s + k, cap - k, "%3d %-11s %-28s", i, codes[x->code],
-                          x->code == EXEC_I_OP ? op_table[x->op].name : x->name ? x->name : "");
-    for (int j = 0; j < x->n_in && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->in[j]);
-    if (x->n_out && k < cap) k += (size_t)snprintf(s + k, cap - k, " ->");
-    for (int j = 0; j < x->n_out && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->out[j]);
-    if ((x->code == EXEC_I_JUMP || x->code == EXEC_I_JUMP_IF_NOT) && k < cap)
-      k += (size_t)snprintf(s + k, cap - k, " @%d", x->target);
-    if (x->n_free && k < cap) k += (size_t)snprintf(s + k, cap - k, "  free");
-    for (int j = 0; j < x->n_free && k < cap; j++) k += (size_t)snprintf(s + k, cap - k, " r%d", x->free[j]);
-    if (k < cap) k += (size_t)snprintf(s + k, cap - k, "\n");
-  }
-  return s;
 }

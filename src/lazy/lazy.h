@@ -96,7 +96,6 @@ typedef enum lazy_metric {
 } lazy_metric;
 
 void lazy_metric_add(lazy_metric m, int64_t v);
-int64_t lazy_metric_get(lazy_metric m);
 /* Records a recompile reason (copied). */
 void lazy_note_recompile(const char *reason);
 

@@ -1,6 +1,6 @@
 /* src/lazy/metrics.c: lazy-tensor counters and timers with stable names,
  * the recompile-reason log, and their text and JSON reports.
- * (DESIGN.md puts metrics in exec; they live here, one layer lower,
+ * (The first design put metrics in exec; they live here, one layer lower,
  * because recording already counts CreateLazyTensor and exec can reach
  * down to them but lazy cannot reach up.) */
 #include <jansson.h>
@@ -26,7 +26,6 @@ void lazy_metric_add(lazy_metric m, int64_t v) {
   metric_samples[m]++;
 }
 
-int64_t lazy_metric_get(lazy_metric m) { return metric_vals[m]; }
 
 void lazy_note_recompile(const char *reason) {
   if (n_reasons == MAX_REASONS) {

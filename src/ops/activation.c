@@ -35,6 +35,8 @@ static void gelu_f32(void *out, const void *const *in, int64_t n, const op_attrs
 static void gelu_f64(void *out, const void *const *in, int64_t n, const op_attrs *at) {
   (at->s[0] == 1.0 ? gelu_tanh_f64 : gelu_erf_f64)(out, in, n, at);
 }
+TILE_NO_TEXT(gelu_f32, 1, float, float)
+TILE_NO_TEXT(gelu_f64, 1, double, double)
 
 /* silu: x / (1 + e^-x), as PyTorch writes it. */
 TILE_UNARY(silu_f32, float, float, a * op_sigmoidf(a))
@@ -60,27 +62,17 @@ static inline int64_t clamp_i64(int64_t a, const op_attrs *at) {
 }
 TILE_UNARY(clamp_f32_tile, float, float, op_clampf(a, at->s[0], at->s[1]))
 TILE_UNARY(clamp_f64_tile, double, double, op_clamp(a, at->s[0], at->s[1]))
-TILE_UNARY(clamp_i64_tile, int64_t, int64_t, clamp_i64(a, at))
+TILE_UNARY_C(clamp_i64_tile, int64_t, int64_t, clamp_i64(a, at))
 
 /* Tile texts (tile.h) for the tiles that are one expression of their
- * operands and vmath.h; gelu (two forms chosen per tile) and the int64
- * clamp (helpers of this file) have none, and their groups keep the tile
- * kernels. */
-const op_tile_fn op_relu_tiles[KILN_DTYPE_COUNT] = {relu_f32, relu_f64, relu_i64, NULL};
-const op_tile_src *const op_relu_tile_srcs[KILN_DTYPE_COUNT] = {
-    &relu_f32_src, &relu_f64_src, &relu_i64_src, NULL};
-const op_tile_fn op_gelu_tiles[KILN_DTYPE_COUNT] = {gelu_f32, gelu_f64, NULL, NULL};
-const op_tile_fn op_silu_tiles[KILN_DTYPE_COUNT] = {silu_f32, silu_f64, NULL, NULL};
-const op_tile_src *const op_silu_tile_srcs[KILN_DTYPE_COUNT] = {
-    &silu_f32_src, &silu_f64_src, NULL, NULL};
-const op_tile_fn op_leaky_relu_tiles[KILN_DTYPE_COUNT] = {leaky_relu_f32, leaky_relu_f64,
-                                                          NULL, NULL};
-const op_tile_src *const op_leaky_relu_tile_srcs[KILN_DTYPE_COUNT] = {
-    &leaky_relu_f32_src, &leaky_relu_f64_src, NULL, NULL};
-const op_tile_fn op_clamp_tiles[KILN_DTYPE_COUNT] = {clamp_f32_tile, clamp_f64_tile,
-                                                     clamp_i64_tile, NULL};
-const op_tile_src *const op_clamp_tile_srcs[KILN_DTYPE_COUNT] = {
-    &clamp_f32_tile_src, &clamp_f64_tile_src, NULL, NULL};
+ * operands and vmath.h; gelu (two forms chosen per tile: TILE_NO_TEXT) and
+ * the int64 clamp (helpers of this file: TILE_UNARY_C) have none, and
+ * their groups keep the tile kernels. */
+OP_TILES(relu, relu_f32, relu_f64, relu_i64, NOTILE)
+OP_TILES(gelu, gelu_f32, gelu_f64, NOTILE, NOTILE)
+OP_TILES(silu, silu_f32, silu_f64, NOTILE, NOTILE)
+OP_TILES(leaky_relu, leaky_relu_f32, leaky_relu_f64, NOTILE, NOTILE)
+OP_TILES(clamp, clamp_f32_tile, clamp_f64_tile, clamp_i64_tile, NOTILE)
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Public API only (they record lazily and under create_graph). Masks are

@@ -10,9 +10,7 @@
 /* ---- reciprocal ----------------------------------------------------------- */
 TILE_UNARY(recip_f32, float, float, 1.0f / a)
 TILE_UNARY(recip_f64, double, double, 1.0 / a)
-const op_tile_fn op_reciprocal_tiles[KILN_DTYPE_COUNT] = {recip_f32, recip_f64, NULL, NULL};
-const op_tile_src *const op_reciprocal_tile_srcs[KILN_DTYPE_COUNT] = {
-    &recip_f32_src, &recip_f64_src, NULL, NULL};
+OP_TILES(reciprocal, recip_f32, recip_f64, NOTILE, NOTILE)
 
 /* d(1/x) = -g / x^2 = -g * y^2 */
 int op_reciprocal_grad(op_grad_ctx *g) {

@@ -8,30 +8,22 @@
 /* a + alpha * b in one rounding, as PyTorch's vectorized add (fmadd) */
 TILE_BINARY(add_f32, float, float, fmaf((float)at->s[0], b, a))
 TILE_BINARY(add_f64, double, double, fma(at->s[0], b, a))
-TILE_BINARY(add_i64, int64_t, int64_t, core_wrap_add(a, core_wrap_mul((int64_t)at->s[0], b)))
+TILE_BINARY_C(add_i64, int64_t, int64_t, core_wrap_add(a, core_wrap_mul((int64_t)at->s[0], b)))
 TILE_BINARY(add_b, bool, bool, a || b)
 TILE_BINARY(sub_f32, float, float, fmaf(-(float)at->s[0], b, a))
 TILE_BINARY(sub_f64, double, double, fma(-at->s[0], b, a))
-TILE_BINARY(sub_i64, int64_t, int64_t, core_wrap_sub(a, core_wrap_mul((int64_t)at->s[0], b)))
+TILE_BINARY_C(sub_i64, int64_t, int64_t, core_wrap_sub(a, core_wrap_mul((int64_t)at->s[0], b)))
 TILE_BINARY(mul_f32, float, float, a * b)
 TILE_BINARY(mul_f64, double, double, a * b)
-TILE_BINARY(mul_i64, int64_t, int64_t, core_wrap_mul(a, b))
+TILE_BINARY_C(mul_i64, int64_t, int64_t, core_wrap_mul(a, b))
 TILE_BINARY(mul_b, bool, bool, a && b)
 TILE_BINARY(div_f32, float, float, a / b)
 TILE_BINARY(div_f64, double, double, a / b)
 
-const op_tile_fn op_add_tiles[KILN_DTYPE_COUNT] = {add_f32, add_f64, add_i64, add_b};
-const op_tile_src *const op_add_tile_srcs[KILN_DTYPE_COUNT] = {
-    &add_f32_src, &add_f64_src, NULL, &add_b_src};
-const op_tile_fn op_sub_tiles[KILN_DTYPE_COUNT] = {sub_f32, sub_f64, sub_i64, NULL};
-const op_tile_src *const op_sub_tile_srcs[KILN_DTYPE_COUNT] = {
-    &sub_f32_src, &sub_f64_src, NULL, NULL};
-const op_tile_fn op_mul_tiles[KILN_DTYPE_COUNT] = {mul_f32, mul_f64, mul_i64, mul_b};
-const op_tile_src *const op_mul_tile_srcs[KILN_DTYPE_COUNT] = {
-    &mul_f32_src, &mul_f64_src, NULL, &mul_b_src};
-const op_tile_fn op_div_tiles[KILN_DTYPE_COUNT] = {div_f32, div_f64, NULL, NULL};
-const op_tile_src *const op_div_tile_srcs[KILN_DTYPE_COUNT] = {
-    &div_f32_src, &div_f64_src, NULL, NULL};
+OP_TILES(add, add_f32, add_f64, add_i64, add_b)
+OP_TILES(sub, sub_f32, sub_f64, sub_i64, NOTILE)
+OP_TILES(mul, mul_f32, mul_f64, mul_i64, mul_b)
+OP_TILES(div, div_f32, div_f64, NOTILE, NOTILE)
 
 /* Gradient of a broadcast operand: sum g down to the operand's shape. */
 static kiln_tensor *to_operand(kiln_tensor *g, const op_val *operand) {

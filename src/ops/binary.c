@@ -26,7 +26,7 @@ static inline int64_t powi(int64_t a, int64_t b) {
   }
   return (int64_t)r;
 }
-TILE_BINARY(pow_i64, int64_t, int64_t, powi(a, b))
+TILE_BINARY_C(pow_i64, int64_t, int64_t, powi(a, b)) /* powi is this file's: no text */
 
 /* NaN propagates (either operand), as torch.maximum/minimum. */
 TILE_BINARY(maximum_f32, float, float, (a > b || a != a) ? a : b)
@@ -38,18 +38,9 @@ TILE_BINARY(minimum_f64, double, double, (a < b || a != a) ? a : b)
 TILE_BINARY(minimum_i64, int64_t, int64_t, a < b ? a : b)
 TILE_BINARY(minimum_b, bool, bool, a && b)
 
-const op_tile_fn op_pow_tiles[KILN_DTYPE_COUNT] = {pow_f32, pow_f64, pow_i64, NULL};
-/* powi is a helper of this file: the int64 tile has no text (tile.h) */
-const op_tile_src *const op_pow_tile_srcs[KILN_DTYPE_COUNT] = {&pow_f32_src, &pow_f64_src, NULL,
-                                                               NULL};
-const op_tile_fn op_maximum_tiles[KILN_DTYPE_COUNT] = {maximum_f32, maximum_f64, maximum_i64,
-                                                       maximum_b};
-const op_tile_src *const op_maximum_tile_srcs[KILN_DTYPE_COUNT] = {
-    &maximum_f32_src, &maximum_f64_src, &maximum_i64_src, &maximum_b_src};
-const op_tile_fn op_minimum_tiles[KILN_DTYPE_COUNT] = {minimum_f32, minimum_f64, minimum_i64,
-                                                       minimum_b};
-const op_tile_src *const op_minimum_tile_srcs[KILN_DTYPE_COUNT] = {
-    &minimum_f32_src, &minimum_f64_src, &minimum_i64_src, &minimum_b_src};
+OP_TILES(pow, pow_f32, pow_f64, pow_i64, NOTILE)
+OP_TILES(maximum, maximum_f32, maximum_f64, maximum_i64, maximum_b)
+OP_TILES(minimum, minimum_f32, minimum_f64, minimum_i64, minimum_b)
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Public API only (they record lazily and under create_graph). Either

@@ -11,10 +11,7 @@
   TILE_BINARY(name##_f64, double, bool, a OPR b)                                \
   TILE_BINARY(name##_i64, int64_t, bool, a OPR b)                               \
   TILE_BINARY(name##_b, bool, bool, a OPR b)                                    \
-  const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT] = {name##_f32, name##_f64, \
-                                                          name##_i64, name##_b}; \
-  const op_tile_src *const op_##name##_tile_srcs[KILN_DTYPE_COUNT] = {           \
-      &name##_f32_src, &name##_f64_src, &name##_i64_src, &name##_b_src};
+  OP_TILES(name, name##_f32, name##_f64, name##_i64, name##_b)
 CMP_TILES(eq, ==)
 CMP_TILES(ne, !=)
 CMP_TILES(lt, <)
@@ -29,9 +26,7 @@ TILE_TERNARY(where_f64, double, double, c != 0 ? a : b)
 TILE_TERNARY(where_i64, int64_t, int64_t, c != 0 ? a : b)
 TILE_TERNARY(where_b, bool, bool, c ? a : b)
 
-const op_tile_fn op_where_tiles[KILN_DTYPE_COUNT] = {where_f32, where_f64, where_i64, where_b};
-const op_tile_src *const op_where_tile_srcs[KILN_DTYPE_COUNT] = {
-    &where_f32_src, &where_f64_src, &where_i64_src, &where_b_src};
+OP_TILES(where, where_f32, where_f64, where_i64, where_b)
 
 /* ---- derivative formula ----------------------------------------------------- */
 /* where(c, a, b): da = where(c, g, 0), db = where(c, 0, g), each summed to its

@@ -107,9 +107,10 @@ void op_out_metas_free(op_out_metas *m) {
 
 int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
   const op_info *info;
-  op_out_metas om = {.v = NULL};
+  op_out_metas om; /* not zeroed: 4 metas are 300 bytes, and this is every op's path */
   op_meta *metas;
   int n = -1, rc;
+  om.v = NULL;
   if (op < 0 || op >= OP_INDEX_COUNT || !op_table[op].name)
     return core_error(KILN_ERR_INVALID, "op_call: no op %d", op);
   info = &op_table[op];

@@ -108,8 +108,10 @@ typedef void (*op_tile_fn)(void *out, const void *const *in, int64_t n,
  * are compiled from it. */
 typedef struct op_tile_src {
   int arity;
-  const char *type, *out_type, *expr;
+  const char *type, *out_type, *expr; /* expr NULL: no text (TILE_*_C, TILE_NO_TEXT) */
 } op_tile_src;
+/* op's tile text for dtype dt, or NULL when that tile has none. */
+const op_tile_src *op_tile_text(int op, kiln_dtype dt);
 
 /* ---- the table ----------------------------------------------------------- */
 enum {
@@ -126,7 +128,6 @@ enum {
   OPF_RANDOM = 1 << 10,     /* reads the default generator */
   OPF_NO_DOUBLE = 1 << 11,  /* its formula is not itself differentiable */
   OPF_SAVE_OUT = 1 << 12,   /* the formula reads the outputs */
-  OPF_NO_INT = 1 << 13,     /* no integer/bool kernels (error, not promotion) */
   OPF_NO_SAVE_IN = 1 << 14, /* the formula reads only the inputs' shapes and
                                dtypes: autograd saves metadata, not data */
   OPF_INPLACE = 1 << 15,    /* writes its first argument ("Tensor(a!) self") */
@@ -267,7 +268,7 @@ typedef struct op_out_metas {
 int op_infer_outs(int op, const op_val *args, int n_args, int max_outs, op_out_metas *m);
 void op_out_metas_free(op_out_metas *m);
 
-/* Hooks installed by higher layers (ops cannot include their headers). */
+/* Hooks installed by higher layers (Note [Hooks] in src/core/core.h). */
 /* autograd: record a backward node for outs; returns < 0 on error. */
 extern int (*op_autograd_hook)(int op, const op_val *args, int n_args,
                                kiln_tensor **outs, int n_outs);

@@ -134,3 +134,8 @@ const char *op_schema_text(int op) {
   if (!d[0]) derive_inplace_schema(op_table[op].schema, d, sizeof derived[0]);
   return d;
 }
+
+const op_tile_src *op_tile_text(int op, kiln_dtype dt) {
+  const op_tile_src *const *t = op_table[op].tile_srcs;
+  return t && t[dt] && t[dt]->expr ? t[dt] : NULL;
+}

@@ -16,10 +16,10 @@
 
 TILE_UNARY(neg_f32, float, float, -a)
 TILE_UNARY(neg_f64, double, double, -a)
-TILE_UNARY(neg_i64, int64_t, int64_t, core_wrap_neg(a))
+TILE_UNARY_C(neg_i64, int64_t, int64_t, core_wrap_neg(a))
 TILE_UNARY(abs_f32, float, float, fabsf(a))
 TILE_UNARY(abs_f64, double, double, fabs(a))
-TILE_UNARY(abs_i64, int64_t, int64_t, core_wrap_abs(a))
+TILE_UNARY_C(abs_i64, int64_t, int64_t, core_wrap_abs(a))
 /* sign(NaN) is 0, as PyTorch's (0 < a) - (a < 0). */
 TILE_UNARY(sign_f32, float, float, (float)((0.0f < a) - (a < 0.0f)))
 TILE_UNARY(sign_f64, double, double, (double)((0.0 < a) - (a < 0.0)))
@@ -45,42 +45,18 @@ TILE_UNARY(sigmoid_f64, double, double, 1.0 / (1.0 + exp(-a)))
 TILE_UNARY(erf_f32, float, float, erff(a))
 TILE_UNARY(erf_f64, double, double, erf(a))
 
-const op_tile_fn op_neg_tiles[KILN_DTYPE_COUNT] = {neg_f32, neg_f64, neg_i64, NULL};
-const op_tile_src *const op_neg_tile_srcs[KILN_DTYPE_COUNT] = {
-    &neg_f32_src, &neg_f64_src, NULL, NULL};
-const op_tile_fn op_abs_tiles[KILN_DTYPE_COUNT] = {abs_f32, abs_f64, abs_i64, NULL};
-const op_tile_src *const op_abs_tile_srcs[KILN_DTYPE_COUNT] = {
-    &abs_f32_src, &abs_f64_src, NULL, NULL};
-const op_tile_fn op_sign_tiles[KILN_DTYPE_COUNT] = {sign_f32, sign_f64, sign_i64, sign_b};
-const op_tile_src *const op_sign_tile_srcs[KILN_DTYPE_COUNT] = {
-    &sign_f32_src, &sign_f64_src, &sign_i64_src, &sign_b_src};
-const op_tile_fn op_exp_tiles[KILN_DTYPE_COUNT] = {exp_f32, exp_f64, NULL, NULL};
-const op_tile_src *const op_exp_tile_srcs[KILN_DTYPE_COUNT] = {
-    &exp_f32_src, &exp_f64_src, NULL, NULL};
-const op_tile_fn op_log_tiles[KILN_DTYPE_COUNT] = {log_f32, log_f64, NULL, NULL};
-const op_tile_src *const op_log_tile_srcs[KILN_DTYPE_COUNT] = {
-    &log_f32_src, &log_f64_src, NULL, NULL};
-const op_tile_fn op_sqrt_tiles[KILN_DTYPE_COUNT] = {sqrt_f32, sqrt_f64, NULL, NULL};
-const op_tile_src *const op_sqrt_tile_srcs[KILN_DTYPE_COUNT] = {
-    &sqrt_f32_src, &sqrt_f64_src, NULL, NULL};
-const op_tile_fn op_rsqrt_tiles[KILN_DTYPE_COUNT] = {rsqrt_f32, rsqrt_f64, NULL, NULL};
-const op_tile_src *const op_rsqrt_tile_srcs[KILN_DTYPE_COUNT] = {
-    &rsqrt_f32_src, &rsqrt_f64_src, NULL, NULL};
-const op_tile_fn op_sin_tiles[KILN_DTYPE_COUNT] = {sin_f32, sin_f64, NULL, NULL};
-const op_tile_src *const op_sin_tile_srcs[KILN_DTYPE_COUNT] = {
-    &sin_f32_src, &sin_f64_src, NULL, NULL};
-const op_tile_fn op_cos_tiles[KILN_DTYPE_COUNT] = {cos_f32, cos_f64, NULL, NULL};
-const op_tile_src *const op_cos_tile_srcs[KILN_DTYPE_COUNT] = {
-    &cos_f32_src, &cos_f64_src, NULL, NULL};
-const op_tile_fn op_tanh_tiles[KILN_DTYPE_COUNT] = {tanh_f32, tanh_f64, NULL, NULL};
-const op_tile_src *const op_tanh_tile_srcs[KILN_DTYPE_COUNT] = {
-    &tanh_f32_src, &tanh_f64_src, NULL, NULL};
-const op_tile_fn op_sigmoid_tiles[KILN_DTYPE_COUNT] = {sigmoid_f32, sigmoid_f64, NULL, NULL};
-const op_tile_src *const op_sigmoid_tile_srcs[KILN_DTYPE_COUNT] = {
-    &sigmoid_f32_src, &sigmoid_f64_src, NULL, NULL};
-const op_tile_fn op_erf_tiles[KILN_DTYPE_COUNT] = {erf_f32, erf_f64, NULL, NULL};
-const op_tile_src *const op_erf_tile_srcs[KILN_DTYPE_COUNT] = {
-    &erf_f32_src, &erf_f64_src, NULL, NULL};
+OP_TILES(neg, neg_f32, neg_f64, neg_i64, NOTILE)
+OP_TILES(abs, abs_f32, abs_f64, abs_i64, NOTILE)
+OP_TILES(sign, sign_f32, sign_f64, sign_i64, sign_b)
+OP_TILES(exp, exp_f32, exp_f64, NOTILE, NOTILE)
+OP_TILES(log, log_f32, log_f64, NOTILE, NOTILE)
+OP_TILES(sqrt, sqrt_f32, sqrt_f64, NOTILE, NOTILE)
+OP_TILES(rsqrt, rsqrt_f32, rsqrt_f64, NOTILE, NOTILE)
+OP_TILES(sin, sin_f32, sin_f64, NOTILE, NOTILE)
+OP_TILES(cos, cos_f32, cos_f64, NOTILE, NOTILE)
+OP_TILES(tanh, tanh_f32, tanh_f64, NOTILE, NOTILE)
+OP_TILES(sigmoid, sigmoid_f32, sigmoid_f64, NOTILE, NOTILE)
+OP_TILES(erf, erf_f32, erf_f64, NOTILE, NOTILE)
 
 /* ---- derivative formulas ------------------------------------------------- */
 /* Written with the public API only, so that they record lazily and under

@@ -1,5 +1,6 @@
-/* src/passes/autodiff.h: differentiation by tracing (DESIGN.md
- * "Differentiation by tracing"), the lazy-to-IR bridge it rests on, and
+/* src/passes/autodiff.h: differentiation by tracing (differentiate.c,
+ * Note [Shape-polymorphic differentiation] in exec/diffgraph.c), the
+ * lazy-to-IR bridge it rests on, and
  * the profiling executor's graph rewrites (profiles, autodiff subgraphs,
  * guards). */
 #ifndef KILN_PASSES_AUTODIFF_H
@@ -74,7 +75,6 @@ const ir_type *pass_merge_types(ir_graph *g, const ir_type *a, const ir_type *b)
 /* Gives every profiled value the merge of all its profiles' types and
  * removes the profiles. Returns the number removed. */
 int pass_specialize_from_profiles(ir_graph *g);
-int pass_remove_profiles(ir_graph *g);
 /* Does any value (as profiled) possibly require grad? */
 bool pass_graph_needs_gradient(const ir_graph *g);
 /* Note [Requires-grad guard] in autodiff_groups.c. */

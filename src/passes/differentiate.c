@@ -1,4 +1,4 @@
-/* src/passes/differentiate.c: differentiation by tracing (DESIGN.md).
+/* src/passes/differentiate.c: differentiation by tracing.
  *
  * 1. One symbolic lazy tensor per subgraph input (shape/dtype, no data),
  *    requires_grad from the mask.
@@ -168,244 +168,295 @@ void pass_gradient_free(pass_gradient *gr) {
   memset(gr, 0, sizeof *gr);
 }
 
-int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg,
-                       pass_gradient *out) {
-  const ir_block *top = ir_graph_top(s);
-  int n_in = ir_block_n_params(top), n_out = ir_block_n_returns(top), rc = 0;
-  int n_vals = ir_graph_value_count(s);
-  tval *vals = core_calloc((size_t)(n_vals ? n_vals : 1), sizeof *vals);
-  kiln_tensor **ins = core_calloc((size_t)(n_in ? n_in : 1), sizeof *ins);
-  kiln_tensor **outs = core_calloc((size_t)(n_out ? n_out : 1), sizeof *outs);
-  kiln_tensor **vjps = core_calloc((size_t)(n_out ? n_out : 1), sizeof *vjps);
-  kiln_tensor **rg_ins = core_calloc((size_t)(n_in ? n_in : 1), sizeof *rg_ins);
-  kiln_tensor **grads = core_calloc((size_t)(n_in ? n_in : 1), sizeof *grads);
-  int *vjp_of = int_array(n_out), *rg_idx = int_array(n_in);
-  kiln_tensor **rg_outs = NULL; /* outputs that require grad, one per output at most */
-  node_set fwd = {0};
-  value_list captured = {0};
-  lazy_value *f_outs = NULL, *df_ins = NULL, *df_outs = NULL;
-  pass_lazy_graph fg = {0}, dg = {0};
-  int n_rg = 0, n_vjp = 0;
-  bool prev_mode = kiln_set_grad_enabled(true);
-  memset(out, 0, sizeof *out);
-  kiln_scope_begin();
-  if (!vals || !ins || !outs || !vjps || !rg_ins || !grads || !vjp_of || !rg_idx) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  /* 1. symbolic inputs */
-  for (int i = 0; i < n_in; i++) {
-    lazy_node *d = lazy_symbolic_node(&in_meta[i]);
+/* One differentiation's state, shared by its steps (pass_differentiate). */
+typedef struct diff_ctx {
+  const ir_block *top;
+  const op_meta *in_meta;
+  const bool *rg;
+  pass_gradient *out;
+  int n_in, n_out, n_vals;
+  tval *vals;                 /* per IR value of s: its traced value */
+  kiln_tensor **ins, **outs;  /* symbolic inputs, traced outputs */
+  kiln_tensor **vjps, **rg_ins, **grads;
+  int *vjp_of, *rg_idx;       /* vjp -> output index; requires-grad input -> input index */
+  int n_rg, n_vjp, n_f_outs;
+  node_set fwd;               /* the forward's lazy nodes */
+  value_list captured;        /* forward values the backward reads */
+  lazy_value *f_outs, *df_ins, *df_outs;
+  pass_lazy_graph fg, dg;
+} diff_ctx;
+
+/* Step 1: symbolic lazy inputs of the given metas, requiring grad where rg
+ * says (floating only). */
+static int trace_inputs(diff_ctx *dc) {
+  int rc = 0;
+  for (int i = 0; i < dc->n_in; i++) {
+    lazy_node *d = lazy_symbolic_node(&dc->in_meta[i]);
     if (!d) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
-    ins[i] = core_autorelease(lazy_tensor_new(d, 0, &in_meta[i]));
+    dc->ins[i] = core_autorelease(lazy_tensor_new(d, 0, &dc->in_meta[i]));
     lazy_node_release(d);
-    if (!ins[i]) {
+    if (!dc->ins[i]) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
-    if (rg[i] && core_dtype_is_floating(in_meta[i].dtype)) {
-      kiln_set_requires_grad(ins[i], true);
-      rg_idx[n_rg] = i;
-      rg_ins[n_rg++] = ins[i];
+    if (dc->rg[i] && core_dtype_is_floating(dc->in_meta[i].dtype)) {
+      kiln_set_requires_grad(dc->ins[i], true);
+      dc->rg_idx[dc->n_rg] = i;
+      dc->rg_ins[dc->n_rg++] = dc->ins[i];
     }
-    vals[ir_block_param(top, i)->id].v = OPV_T(ins[i]);
+    dc->vals[ir_block_param(dc->top, i)->id].v = OPV_T(dc->ins[i]);
   }
-  /* 2. the forward */
-  for (const ir_node *n = top->first; n; n = n->next)
-    if ((rc = eval_node(n, vals)) < 0) goto done;
-  for (int i = 0; i < n_out; i++) {
-    const op_val *v = &vals[ir_block_return(top, i)->id].v;
+  return rc;
+}
+
+/* Step 2: the forward, traced node by node on the symbolic inputs. */
+static int trace_forward(diff_ctx *dc) {
+  int rc = 0;
+  for (const ir_node *n = dc->top->first; n; n = n->next)
+    if ((rc = eval_node(n, dc->vals)) < 0) return rc;
+  for (int i = 0; i < dc->n_out; i++) {
+    const op_val *v = &dc->vals[ir_block_return(dc->top, i)->id].v;
     if (v->tag != OP_VAL_TENSOR) {
       rc = core_error(KILN_ERR_UNSUPPORTED, "differentiate: output %d is not a tensor", i);
-      goto done;
+      return rc;
     }
-    outs[i] = v->t;
+    dc->outs[i] = v->t;
   }
-  /* 3. symbolic vjps and the backward */
-  rg_outs = core_calloc((size_t)(n_out ? n_out : 1), sizeof *rg_outs);
-  if (!rg_outs) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  for (int i = 0; i < n_out; i++) {
-    if (!kiln_requires_grad(outs[i])) continue;
+  return rc;
+}
+
+/* Step 3: a symbolic vjp per output that requires grad, and the backward
+ * traced by kiln_grad (itself not differentiated). */
+static int trace_backward(diff_ctx *dc) {
+  int rc = 0;
+  /* outputs that require grad, one per output at most: no fixed limit */
+  kiln_tensor **rg_outs = core_calloc((size_t)(dc->n_out ? dc->n_out : 1), sizeof *rg_outs);
+  if (!rg_outs) return KILN_ERR_NOMEM;
+  for (int i = 0; i < dc->n_out; i++) {
+    if (!kiln_requires_grad(dc->outs[i])) continue;
     op_meta m;
-    op_meta_of(outs[i], &m);
+    op_meta_of(dc->outs[i], &m);
     lazy_node *d = lazy_symbolic_node(&m);
-    vjps[n_vjp] = d ? core_autorelease(lazy_tensor_new(d, 0, &m)) : NULL;
+    dc->vjps[dc->n_vjp] = d ? core_autorelease(lazy_tensor_new(d, 0, &m)) : NULL;
     lazy_node_release(d);
-    if (!vjps[n_vjp]) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
+    if (!dc->vjps[dc->n_vjp]) {
+      core_free(rg_outs);
+      return KILN_ERR_NOMEM;
     }
-    vjp_of[n_vjp] = i;
-    rg_outs[n_vjp++] = outs[i];
+    dc->vjp_of[dc->n_vjp] = i;
+    rg_outs[dc->n_vjp++] = dc->outs[i];
   }
-  if (n_vjp && n_rg) {
+  if (dc->n_vjp && dc->n_rg) {
     kiln_set_grad_enabled(false); /* the backward itself is not differentiated */
-    rc = kiln_grad(rg_outs, vjps, n_vjp, rg_ins, n_rg, NULL, grads);
+    rc = kiln_grad(rg_outs, dc->vjps, dc->n_vjp, dc->rg_ins, dc->n_rg, NULL, dc->grads);
     kiln_set_grad_enabled(true);
   }
-  if (rc < 0) goto done;
-  /* 4. partition: forward nodes are those the outputs need */
+  core_free(rg_outs);
+  return rc;
+}
+
+/* Step 4: the forward nodes (those the outputs need) and the backward ones
+ * (reachable from the gradients, not forward); the forward values the
+ * backward reads are captured. */
+static int partition(diff_ctx *dc) {
+  int rc = 0;
   {
-    lazy_node **roots = core_alloc((size_t)(n_out ? n_out : 1) * sizeof *roots);
+    lazy_node **roots = core_alloc((size_t)(dc->n_out ? dc->n_out : 1) * sizeof *roots);
     if (!roots) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
-    for (int i = 0; i < n_out; i++) roots[i] = lazy_of(outs[i])->value.node;
+    for (int i = 0; i < dc->n_out; i++) roots[i] = lazy_of(dc->outs[i])->value.node;
     int n_order = 0;
-    lazy_node **order = lazy_post_order(roots, n_out, &n_order);
+    lazy_node **order = lazy_post_order(roots, dc->n_out, &n_order);
     core_free(roots);
     if (!order) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
-    for (int i = 0; i < n_order && rc == 0; i++) rc = set_add(&fwd, order[i]);
+    for (int i = 0; i < n_order && rc == 0; i++) rc = set_add(&dc->fwd, order[i]);
     core_free(order);
-    if (rc < 0) goto done;
+    if (rc < 0) return rc;
   }
   /* backward nodes: reachable from the gradients, not forward; the forward
-   * values they read are captured */
+   * values they read are dc->captured */
   {
-    lazy_node **roots = core_alloc((size_t)(n_rg ? n_rg : 1) * sizeof *roots);
+    lazy_node **roots = core_alloc((size_t)(dc->n_rg ? dc->n_rg : 1) * sizeof *roots);
     int n_roots = 0, n_order = 0;
     if (!roots) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
-    for (int i = 0; i < n_rg; i++)
-      if (grads[i]) roots[n_roots++] = lazy_of(grads[i])->value.node;
+    for (int i = 0; i < dc->n_rg; i++)
+      if (dc->grads[i]) roots[n_roots++] = lazy_of(dc->grads[i])->value.node;
     lazy_node **order = lazy_post_order(roots, n_roots, &n_order);
     core_free(roots);
     if (!order) {
       rc = KILN_ERR_NOMEM;
-      goto done;
+      return rc;
     }
     for (int i = 0; i < n_order && rc == 0; i++) {
       lazy_node *x = order[i];
-      if (set_has(&fwd, x)) continue;
+      if (set_has(&dc->fwd, x)) continue;
       for (int k = 0; k < x->n_operands && rc == 0; k++) {
         lazy_node *o = x->operands[k].node;
-        if (set_has(&fwd, o) && !(o->op == LAZY_DATA && o->data)) /* constants are not captured */
-          rc = vl_add(&captured, o, x->operands[k].index);
+        if (set_has(&dc->fwd, o) && !(o->op == LAZY_DATA && o->data)) /* constants are not dc->captured */
+          rc = vl_add(&dc->captured, o, x->operands[k].index);
       }
     }
     /* a gradient that is itself a forward value (an input passed through) */
-    for (int i = 0; i < n_rg && rc == 0; i++)
-      if (grads[i] && set_has(&fwd, lazy_of(grads[i])->value.node))
-        rc = vl_add(&captured, lazy_of(grads[i])->value.node, lazy_of(grads[i])->value.index);
+    for (int i = 0; i < dc->n_rg && rc == 0; i++)
+      if (dc->grads[i] && set_has(&dc->fwd, lazy_of(dc->grads[i])->value.node))
+        rc = vl_add(&dc->captured, lazy_of(dc->grads[i])->value.node, lazy_of(dc->grads[i])->value.index);
     core_free(order);
-    if (rc < 0) goto done;
+    if (rc < 0) return rc;
   }
-  /* 5. the forward graph: real outputs, then captured temporaries */
-  out->n_inputs = n_in;
-  out->f_real_outputs = n_out;
-  out->df_input_captured_inputs = int_array(captured.n);
-  out->df_input_captured_outputs = int_array(captured.n);
-  f_outs = core_alloc((size_t)(n_out + captured.n + 1) * sizeof *f_outs);
-  lazy_value *f_ins = core_alloc((size_t)(n_in ? n_in : 1) * sizeof *f_ins);
-  if (!out->df_input_captured_inputs || !out->df_input_captured_outputs || !f_outs || !f_ins) {
+  return rc;
+}
+
+/* Step 5: the forward graph: real outputs, then captured temporaries. */
+static int build_forward(diff_ctx *dc) {
+  int rc = 0;
+  dc->out->n_inputs = dc->n_in;
+  dc->out->f_real_outputs = dc->n_out;
+  dc->out->df_input_captured_inputs = int_array(dc->captured.n);
+  dc->out->df_input_captured_outputs = int_array(dc->captured.n);
+  dc->f_outs = core_alloc((size_t)(dc->n_out + dc->captured.n + 1) * sizeof *dc->f_outs);
+  lazy_value *f_ins = core_alloc((size_t)(dc->n_in ? dc->n_in : 1) * sizeof *f_ins);
+  if (!dc->out->df_input_captured_inputs || !dc->out->df_input_captured_outputs || !dc->f_outs || !f_ins) {
     core_free(f_ins);
     rc = KILN_ERR_NOMEM;
-    goto done;
+    return rc;
   }
-  for (int i = 0; i < n_in; i++) f_ins[i] = lazy_of(ins[i])->value;
-  int n_f_outs = 0;
-  for (int i = 0; i < n_out; i++) f_outs[n_f_outs++] = lazy_of(outs[i])->value;
-  /* captured values: inputs by index; others appended to f's outputs
+  for (int i = 0; i < dc->n_in; i++) f_ins[i] = lazy_of(dc->ins[i])->value;
+  dc->n_f_outs = 0;
+  for (int i = 0; i < dc->n_out; i++) dc->f_outs[dc->n_f_outs++] = lazy_of(dc->outs[i])->value;
+  /* dc->captured values: inputs by index; others appended to f's outputs
    * (reusing a real output when it is one) */
-  for (int c = 0; c < captured.n; c++) {
-    lazy_value cv = captured.v[c];
+  for (int c = 0; c < dc->captured.n; c++) {
+    lazy_value cv = dc->captured.v[c];
     int as_input = -1, as_output = -1;
-    for (int i = 0; i < n_in; i++)
+    for (int i = 0; i < dc->n_in; i++)
       if (f_ins[i].node == cv.node && f_ins[i].index == cv.index) as_input = i;
     if (as_input >= 0) {
-      out->df_input_captured_inputs[out->n_captured_inputs++] = as_input;
+      dc->out->df_input_captured_inputs[dc->out->n_captured_inputs++] = as_input;
       continue;
     }
-    for (int i = 0; i < n_f_outs; i++)
-      if (f_outs[i].node == cv.node && f_outs[i].index == cv.index) as_output = i;
+    for (int i = 0; i < dc->n_f_outs; i++)
+      if (dc->f_outs[i].node == cv.node && dc->f_outs[i].index == cv.index) as_output = i;
     if (as_output < 0) {
-      as_output = n_f_outs;
-      f_outs[n_f_outs++] = cv;
+      as_output = dc->n_f_outs;
+      dc->f_outs[dc->n_f_outs++] = cv;
     }
-    out->df_input_captured_outputs[out->n_captured_outputs++] = as_output;
+    dc->out->df_input_captured_outputs[dc->out->n_captured_outputs++] = as_output;
   }
-  rc = pass_lazy_to_ir(f_ins, n_in, f_outs, n_f_outs, 0, &fg);
+  rc = pass_lazy_to_ir(f_ins, dc->n_in, dc->f_outs, dc->n_f_outs, 0, &dc->fg);
   core_free(f_ins);
-  if (rc < 0) goto done;
-  if (fg.n_extra) {
+  if (rc < 0) return rc;
+  if (dc->fg.n_extra) {
     rc = core_error(KILN_ERR_UNSUPPORTED,
-                    "differentiate: the forward reads %d constant tensors", fg.n_extra);
-    goto done;
+                    "differentiate: the forward reads %d constant tensors", dc->fg.n_extra);
+    return rc;
   }
-  /* 6. the backward graph */
-  out->df_input_vjps = int_array(n_vjp);
-  out->df_output_vjps = int_array(n_rg);
-  int n_df_in = n_vjp + out->n_captured_inputs + out->n_captured_outputs;
-  df_ins = core_alloc((size_t)(n_df_in ? n_df_in : 1) * sizeof *df_ins);
-  df_outs = core_alloc((size_t)(n_rg ? n_rg : 1) * sizeof *df_outs);
-  if (!out->df_input_vjps || !out->df_output_vjps || !df_ins || !df_outs) {
+  return rc;
+}
+
+/* Step 6: the backward graph: vjps and captured values in, gradients out;
+ * the constants it reads are kept. */
+static int build_backward(diff_ctx *dc) {
+  int rc = 0;
+  dc->out->df_input_vjps = int_array(dc->n_vjp);
+  dc->out->df_output_vjps = int_array(dc->n_rg);
+  int n_df_in = dc->n_vjp + dc->out->n_captured_inputs + dc->out->n_captured_outputs;
+  dc->df_ins = core_alloc((size_t)(n_df_in ? n_df_in : 1) * sizeof *dc->df_ins);
+  dc->df_outs = core_alloc((size_t)(dc->n_rg ? dc->n_rg : 1) * sizeof *dc->df_outs);
+  if (!dc->out->df_input_vjps || !dc->out->df_output_vjps || !dc->df_ins || !dc->df_outs) {
     rc = KILN_ERR_NOMEM;
-    goto done;
+    return rc;
   }
   int k = 0;
-  for (int i = 0; i < n_vjp; i++) {
-    out->df_input_vjps[out->n_vjps++] = vjp_of[i];
-    df_ins[k++] = lazy_of(vjps[i])->value;
+  for (int i = 0; i < dc->n_vjp; i++) {
+    dc->out->df_input_vjps[dc->out->n_vjps++] = dc->vjp_of[i];
+    dc->df_ins[k++] = lazy_of(dc->vjps[i])->value;
   }
-  for (int i = 0; i < out->n_captured_inputs; i++)
-    df_ins[k++] = lazy_of(ins[out->df_input_captured_inputs[i]])->value;
-  for (int i = 0; i < out->n_captured_outputs; i++)
-    df_ins[k++] = f_outs[out->df_input_captured_outputs[i]];
+  for (int i = 0; i < dc->out->n_captured_inputs; i++)
+    dc->df_ins[k++] = lazy_of(dc->ins[dc->out->df_input_captured_inputs[i]])->value;
+  for (int i = 0; i < dc->out->n_captured_outputs; i++)
+    dc->df_ins[k++] = dc->f_outs[dc->out->df_input_captured_outputs[i]];
   int n_df_out = 0;
-  for (int i = 0; i < n_rg; i++) {
-    if (!grads[i]) continue;
-    out->df_output_vjps[out->n_output_vjps++] = rg_idx[i];
-    df_outs[n_df_out++] = lazy_of(grads[i])->value;
+  for (int i = 0; i < dc->n_rg; i++) {
+    if (!dc->grads[i]) continue;
+    dc->out->df_output_vjps[dc->out->n_output_vjps++] = dc->rg_idx[i];
+    dc->df_outs[n_df_out++] = lazy_of(dc->grads[i])->value;
   }
-  rc = pass_lazy_to_ir(df_ins, n_df_in, df_outs, n_df_out, 0, &dg);
-  if (rc < 0) goto done;
-  out->consts = core_calloc((size_t)(dg.n_extra ? dg.n_extra : 1), sizeof *out->consts);
-  if (!out->consts) {
+  rc = pass_lazy_to_ir(dc->df_ins, n_df_in, dc->df_outs, n_df_out, 0, &dc->dg);
+  if (rc < 0) return rc;
+  dc->out->consts = core_calloc((size_t)(dc->dg.n_extra ? dc->dg.n_extra : 1), sizeof *dc->out->consts);
+  if (!dc->out->consts) {
+    rc = KILN_ERR_NOMEM;
+    return rc;
+  }
+  for (int i = 0; i < dc->dg.n_extra; i++) {
+    if (!dc->dg.extra[i]->data) {
+      rc = core_error(KILN_ERR_STATE, "differentiate: the backward reads an untracked input");
+      return rc;
+    }
+    dc->out->consts[dc->out->n_consts++] = kiln_retain(dc->dg.extra[i]->data);
+  }
+  return rc;
+}
+
+int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg,
+                       pass_gradient *out) {
+  diff_ctx ctx = {.top = ir_graph_top(s), .in_meta = in_meta, .rg = rg, .out = out}, *dc = &ctx;
+  int rc = 0;
+  dc->n_in = ir_block_n_params(dc->top);
+  dc->n_out = ir_block_n_returns(dc->top);
+  dc->n_vals = ir_graph_value_count(s);
+  dc->vals = core_calloc((size_t)(dc->n_vals ? dc->n_vals : 1), sizeof *dc->vals);
+  dc->ins = core_calloc((size_t)(dc->n_in ? dc->n_in : 1), sizeof *dc->ins);
+  dc->outs = core_calloc((size_t)(dc->n_out ? dc->n_out : 1), sizeof *dc->outs);
+  dc->vjps = core_calloc((size_t)(dc->n_out ? dc->n_out : 1), sizeof *dc->vjps);
+  dc->rg_ins = core_calloc((size_t)(dc->n_in ? dc->n_in : 1), sizeof *dc->rg_ins);
+  dc->grads = core_calloc((size_t)(dc->n_in ? dc->n_in : 1), sizeof *dc->grads);
+  dc->vjp_of = int_array(dc->n_out);
+  dc->rg_idx = int_array(dc->n_in);
+  bool prev_mode = kiln_set_grad_enabled(true);
+  memset(out, 0, sizeof *out);
+  kiln_scope_begin();
+  if (!dc->vals || !dc->ins || !dc->outs || !dc->vjps || !dc->rg_ins || !dc->grads || !dc->vjp_of ||
+      !dc->rg_idx) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
-  for (int i = 0; i < dg.n_extra; i++) {
-    if (!dg.extra[i]->data) {
-      rc = core_error(KILN_ERR_STATE, "differentiate: the backward reads an untracked input");
-      goto done;
-    }
-    out->consts[out->n_consts++] = kiln_retain(dg.extra[i]->data);
-  }
-  out->f = fg.g;
-  out->df = dg.g;
-  fg.g = dg.g = NULL;
+  if ((rc = trace_inputs(dc)) < 0 || (rc = trace_forward(dc)) < 0 || (rc = trace_backward(dc)) < 0 ||
+      (rc = partition(dc)) < 0 || (rc = build_forward(dc)) < 0 || (rc = build_backward(dc)) < 0)
+    goto done;
+  out->f = dc->fg.g;
+  out->df = dc->dg.g;
+  dc->fg.g = dc->dg.g = NULL;
 done:
-  for (int i = 0; i < n_vals && vals; i++) core_free(vals[i].ts);
-  core_free(vals);
-  core_free(ins);
-  core_free(outs);
-  core_free(vjps);
-  core_free(rg_outs);
-  core_free(rg_ins);
-  core_free(grads);
-  core_free(vjp_of);
-  core_free(rg_idx);
-  core_free(fwd.v);
-  core_free(captured.v);
-  core_free(f_outs);
-  core_free(df_ins);
-  core_free(df_outs);
-  ir_graph_free(fg.g);
-  ir_graph_free(dg.g);
-  core_free(fg.extra);
-  core_free(dg.extra);
+  for (int i = 0; i < dc->n_vals && dc->vals; i++) core_free(dc->vals[i].ts);
+  core_free(dc->vals);
+  core_free(dc->ins);
+  core_free(dc->outs);
+  core_free(dc->vjps);
+  core_free(dc->rg_ins);
+  core_free(dc->grads);
+  core_free(dc->vjp_of);
+  core_free(dc->rg_idx);
+  core_free(dc->fwd.v);
+  core_free(dc->captured.v);
+  core_free(dc->f_outs);
+  core_free(dc->df_ins);
+  core_free(dc->df_outs);
+  ir_graph_free(dc->fg.g);
+  ir_graph_free(dc->dg.g);
+  core_free(dc->fg.extra);
+  core_free(dc->dg.extra);
   kiln_scope_end();
   kiln_set_grad_enabled(prev_mode);
   if (rc < 0) pass_gradient_free(out);

@@ -127,8 +127,6 @@ int pass_specialize_from_profiles(ir_graph *g) {
   return strip(ir_graph_top(g));
 }
 
-int pass_remove_profiles(ir_graph *g) { return strip(ir_graph_top(g)); }
-
 bool pass_graph_needs_gradient(const ir_graph *g) {
   /* any value whose (merged) type says it may require grad */
   const ir_block *top = ir_graph_top(g);

@@ -184,8 +184,7 @@ TEST(fusion_native_kernels_match_unfused) {
   int n_native = 0;
   for (int op = 0; op < KILN_OP_COUNT; op++) {
     if (!(op_table[op].flags & OPF_FUSIBLE)) continue;
-    const op_tile_src *const *t = op_table[op].tile_srcs;
-    bool has_text = t && (t[KILN_DTYPE_F32] || t[KILN_DTYPE_F64]);
+    bool has_text = op_tile_text(op, KILN_DTYPE_F32) || op_tile_text(op, KILN_DTYPE_F64);
     CHECK_MSG(native[op] == has_text, "%s: %s", op_table[op].name,
               has_text ? "has tile text but no native kernel ran" : "ran natively without text?");
     n_native += native[op];
@@ -735,7 +734,7 @@ TEST(fusion_native_kernel_files) {
   unsetenv("KILN_CC");
   setenv("KILN_CACHE_DIR", dir, 1);
   int prev = exec_fusion_cc_set_mode(2);
-  fusion_cc_step st = {op_table[KILN_OP_MUL].tile_srcs[KILN_DTYPE_F32],
+  fusion_cc_step st = {op_tile_text(KILN_OP_MUL, KILN_DTYPE_F32),
                        {-1, -1, -1},
                        {0, 1, -1},
                        {0},
@@ -843,7 +842,7 @@ TEST(fusion_native_random_chains_match_tiles) {
   int ops[KILN_OP_COUNT], n_ops = 0;
   for (int op = 0; op < KILN_OP_COUNT; op++)
     if ((op_table[op].flags & OPF_FUSIBLE) && op_table[op].n_args == op_table[op].n_operands &&
-        op_table[op].tile_srcs && op_table[op].tile_srcs[KILN_DTYPE_F32])
+        op_tile_text(op, KILN_DTYPE_F32))
       ops[n_ops++] = op;
   CHECK(n_ops >= 20);
   uint64_t r = 0x9e3779b97f4a7c15ull;
