@@ -1,6 +1,7 @@
 /* tools/kiln.c: the `kiln` command: run IR graphs from files, print them,
  * and (in later subcommands) train and benchmark. Uses the public API only. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,7 @@ static int parse_index_list(const char *s, int *idx, int max) {
   while (*s) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (end == s || v < 0 || n == max) return -1;
+    if (end == s || v < 0 || v > INT_MAX || n == max) return -1;
     idx[n++] = (int)v;
     s = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return -1;
@@ -189,7 +190,8 @@ static int cmd_run(int argc, char **argv) {
   kiln_graph *g = kiln_graph_load(graph_path);
   kiln_function *f = NULL;
   kiln_value in[MAX_IO], out[MAX_IO];
-  int n_out = 0;
+  int n_out = 0, n_kept = 0;
+  kiln_tensor *kept[MAX_IO];
   if (!g) {
     rc = fail("cannot load the graph");
     goto done;
@@ -227,7 +229,18 @@ static int cmd_run(int argc, char **argv) {
       }
     }
     for (int r = 0; r < phases[p].calls; r++) {
+      /* Only the last call's outputs are kept: each call runs in its own
+       * scope, which releases the one before (1,000 runs of a 1 MiB output
+       * would hold 1 GB). */
+      kiln_scope_begin();
       n_out = kiln_function_call(f, in, n_in, out, MAX_IO);
+      for (int k = 0; k < n_out; k++)
+        if (out[k].kind == KILN_VALUE_TENSOR) kiln_keep(out[k].t);
+      kiln_scope_end();
+      for (int k = 0; k < n_kept; k++) kiln_release(kept[k]);
+      n_kept = 0;
+      for (int k = 0; k < n_out; k++)
+        if (out[k].kind == KILN_VALUE_TENSOR) kept[n_kept++] = out[k].t;
       if (n_out < 0) {
         rc = fail("run failed");
         goto done;
@@ -276,7 +289,8 @@ static int cmd_run(int argc, char **argv) {
   }
   rc = 0;
 done:
-  /* inputs (kiln_npy_load) and outputs belong to the scope */
+  /* inputs (kiln_npy_load) belong to the scope; the last outputs are kept */
+  for (int k = 0; k < n_kept; k++) kiln_release(kept[k]);
   kiln_function_free(f);
   kiln_graph_free(g);
   kiln_scope_end();

@@ -29,7 +29,10 @@ static int train_usage(FILE *f) {
           "  --metrics FILE.json       loss and counters per step\n"
           "  --steps N                 stop after N steps in total\n"
           "  --sync step|phases        lazy: one mark_step per step, or three\n"
-          "  --limit-train N, --limit-test N  use only the first N images\n",
+          "  --limit-train N, --limit-test N  use only the first N images\n"
+          "  --nan-check on|off        stop at the first non-finite loss (default on)\n"
+          "  --detect-anomaly on|off   name the op that made the first NaN/Inf (default off)\n"
+          "  --max-data-mb N           largest decompressed data file (default 1024)\n",
           kiln_data_default_dir());
   return f == stderr ? 2 : 0;
 }
@@ -92,6 +95,14 @@ int kiln_cmd_train(int argc, char **argv) {
       if (!*v || *end || !(x >= 0)) return bad_value(a, v);
       if (a[2] == 'l') o.lr = x;
       else o.momentum = x;
+    } else if (strcmp(a, "--nan-check") == 0 || strcmp(a, "--detect-anomaly") == 0) {
+      bool on = strcmp(v, "on") == 0;
+      if (!on && strcmp(v, "off") != 0) return bad_value(a, v);
+      if (a[2] == 'n') o.no_nan_check = !on;
+      else kiln_set_anomaly_enabled(on);
+    } else if (strcmp(a, "--max-data-mb") == 0) {
+      if (parse_int(a, v, 1, &n) || n > ((long long)1 << 40)) return n ? bad_value(a, v) : 2;
+      kiln_data_set_max_bytes((size_t)n << 20);
     } else if (strcmp(a, "--optimizer") == 0) o.optimizer = v;
     else if (strcmp(a, "--schedule") == 0) o.schedule = v;
     else if (strcmp(a, "--data") == 0) o.data_dir = v;

@@ -301,11 +301,8 @@ kiln_safetensors *kiln_safetensors_load(const char *path) {
     core_error(KILN_ERR_INVALID, "safetensors: NULL path");
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    core_error(KILN_ERR_IO, "safetensors: '%s': cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
+  FILE *f = core_fopen_regular(path, "safetensors");
+  if (!f) return NULL;
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
     fclose(f);
