@@ -54,5 +54,6 @@ const bench_workload *bench_ew_workloads(int *n);       /* work_ew.c: elementwis
 const bench_workload *bench_gemm_workloads(int *n);     /* work_micro.c: SGEMM */
 const bench_workload *bench_model_workloads(int *n);    /* work_models.c: MLP, LSTM */
 const bench_workload *bench_extra_workloads(int *n);    /* work_micro.c: memcpy, conv2d */
+const bench_workload *bench_scale_workloads(int *n);    /* work_scale.c: verifier, checkpoint */
 
 #endif

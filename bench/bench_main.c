@@ -261,7 +261,7 @@ int kiln_bench_main(int argc, char **argv) {
   typedef const bench_workload *(*list_fn)(int *);
   static const list_fn lists[] = {bench_overhead_workloads, bench_ew_workloads,
                                   bench_gemm_workloads, bench_model_workloads,
-                                  bench_extra_workloads};
+                                  bench_extra_workloads, bench_scale_workloads};
   bench_opts o;
   if (parse_args(argc, argv, &o) < 0) return usage();
   if (o.threads > 0) {

@@ -179,6 +179,27 @@ static int check_match(const char *path, const char *name, const kiln_tensor *wa
   return 0;
 }
 
+/* The file's tensor names sorted, for binary search (a model of n
+ * parameters is matched in O(n log n), not n x names). */
+static _Thread_local const kiln_safetensors *sort_st;
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(kiln_safetensors_name(sort_st, *(const int *)a),
+                kiln_safetensors_name(sort_st, *(const int *)b));
+}
+
+/* The index in the file of the tensor called name (order: the sorted
+ * indices), or -1. */
+static int find_name(const kiln_safetensors *st, const int *order, int n, const char *name) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2, c = strcmp(kiln_safetensors_name(st, order[mid]), name);
+    if (c == 0) return order[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
 kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
                                  kiln_checkpoint_info *info) {
   if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
@@ -189,9 +210,14 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   int n_file = kiln_safetensors_n_tensors(st);
   bool *used = core_calloc((size_t)(n_file ? n_file : 1), sizeof *used);
   kiln_tensor **src = core_calloc((size_t)(m->n_params + n_st + 1), sizeof *src);
+  int *order = core_alloc((size_t)(n_file ? n_file : 1) * sizeof *order);
   char name[512];
-  if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
+  if (rc == 0 && (!used || !src || !order)) rc = KILN_ERR_NOMEM;
   if (rc < 0) goto done;
+  for (int k = 0; k < n_file; k++) order[k] = k;
+  sort_st = st; /* qsort has no context argument in C11 */
+  qsort(order, (size_t)n_file, sizeof *order, cmp_name);
+  sort_st = NULL;
   if (m->arch && strcmp(inf.model, m->arch) != 0) {
     rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds a '%s' model, not '%s'", path,
                     inf.model[0] ? inf.model : "(unnamed)", m->arch);
@@ -213,11 +239,11 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
       snprintf(name, sizeof name, OPTIM_PREFIX "%s", kiln_optim_state_name(o, i - m->n_params));
       want = kiln_optim_state(o, i - m->n_params);
     }
-    for (int k = 0; k < n_file; k++)
-      if (strcmp(kiln_safetensors_name(st, k), name) == 0) {
-        used[k] = true;
-        src[i] = kiln_safetensors_tensor(st, k);
-      }
+    int k = find_name(st, order, n_file, name); /* names in a file are unique */
+    if (k >= 0) {
+      used[k] = true;
+      src[i] = kiln_safetensors_tensor(st, k);
+    }
     rc = check_match(path, name, want, src[i]);
   }
   for (int k = 0; k < n_file && rc == 0; k++) {
@@ -242,6 +268,7 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   if (rc == 0 && info) *info = inf;
 done:
   core_free(used);
+  core_free(order);
   core_free(src);
   kiln_safetensors_free(st);
   return rc;
