@@ -102,7 +102,8 @@ static int parse_i64(const char *s, int64_t *out) {
   char *end;
   errno = 0;
   long long v = s && *s ? strtoll(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < 0) return -1;
+  /* below 2^62: a counter a resumed run keeps incrementing must not wrap */
+  if (!s || !*s || *end || errno || v < 0 || v >= (1LL << 62)) return -1;
   *out = v;
   return 0;
 }
@@ -148,8 +149,11 @@ static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoi
              &info->rng[1], &info->rng[2], &info->rng[3]) != 4)
     return core_error(KILN_ERR_FORMAT,
                       "checkpoint: '%s': __metadata__ lacks or mangles model, optimizer, lr, "
-                      "step, epoch, batch or rng",
+                      "step, epoch, batch or rng (counters must be in [0, 2^62))",
                       path);
+  if (!isfinite(info->lr) || info->lr < 0)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': __metadata__ lr is %s, not a finite rate >= 0", path, lr);
   snprintf(info->model, sizeof info->model, "%s", model);
   snprintf(info->optimizer, sizeof info->optimizer, "%s", opt);
   return 0;
