@@ -141,6 +141,10 @@ kiln_tensor *core_autorelease(kiln_tensor *t);
  * core_autorelease calls cannot fail: 0, or KILN_ERR_NOMEM (nothing
  * changed). Callers registering several results reserve first. */
 int core_scope_reserve(int n);
+/* How many allocations have failed on this thread so far: a caller that
+ * must not report success after a failed allocation (a gradient formula
+ * that returned no gradient) compares it before and after. */
+long core_alloc_failures(void);
 /* Opens path for reading if it is a regular file: the descriptor, or a
  * negative status with the error naming ctx and path (a FIFO, a directory
  * or a device is refused: reading one could block or never end). */
