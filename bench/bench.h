@@ -60,5 +60,6 @@ const bench_workload *bench_gemm_workloads(int *n);     /* work_micro.c: SGEMM *
 const bench_workload *bench_model_workloads(int *n);    /* work_models.c: MLP, LSTM */
 const bench_workload *bench_extra_workloads(int *n);    /* work_micro.c: memcpy, conv2d */
 const bench_workload *bench_ops_workloads(int *n);      /* work_ops.c: depthwise, layer_norm, sdpa */
+const bench_workload *bench_scale_workloads(int *n);    /* work_scale.c: verifier, checkpoint */
 
 #endif

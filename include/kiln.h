@@ -914,6 +914,10 @@ KILN_API double kiln_optim_lr_cosine(double base, double eta_min, int64_t t, int
  * the data is exactly as long as the sizes say. NULL with a message naming
  * the file and what is wrong (KILN_ERR_IO, _FORMAT). */
 KILN_API kiln_tensor *kiln_data_idx_load(const char *path, kiln_dtype dt);
+/* The most bytes of data one IDX file may hold once decompressed (default
+ * 1 GiB; Fashion-MNIST's largest is 47 MB): a small gzip can claim and
+ * expand to far more. Returns the previous limit; 0 leaves it unchanged. */
+KILN_API size_t kiln_data_set_max_bytes(size_t max_bytes);
 
 /* An image classification data set held as bytes: N images of H x W
  * pixels (uint8) and N labels in [0, 10). */
@@ -1097,6 +1101,7 @@ typedef struct kiln_nn_train_opts {
                                `model`: its graph and weights; the images are shaped
                                as its example input (1 or 3 channels, or flat) */
   const char *weights_path;
+  bool no_nan_check;        /* keep going after a non-finite loss (default: stop, an error) */
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);

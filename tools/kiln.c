@@ -3,6 +3,8 @@
  * table (tools/cli.h); `kiln help COMMAND` and `kiln COMMAND --help`
  * print it. Uses the public API only. */
 #include <errno.h>
+#include <limits.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,7 +102,7 @@ static int parse_index_list(const char *s, int *idx, int max) {
   while (*s) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (end == s || v < 0 || n == max) return -1;
+    if (end == s || v < 0 || v > INT_MAX || n == max) return -1;
     idx[n++] = (int)v;
     s = *end == ',' ? end + 1 : end;
     if (*end && *end != ',') return -1;
@@ -219,6 +221,8 @@ static int cmd_run(int argc, char **argv) {
   bool want_grad = false, lazy = false;
   kiln_graph *g = NULL;
   kiln_tensor **before = NULL; /* --lazy: the inputs' CPU values */
+  kiln_tensor **kept = NULL;   /* the last call's output tensors */
+  int n_kept = 0;
   kiln_function *f = NULL;
   if (!phases || !idx || !rg || !inputs_arg) {
     fprintf(stderr, "kiln: out of memory\n");
@@ -298,7 +302,8 @@ static int cmd_run(int argc, char **argv) {
   in = calloc((size_t)n_in + 1, sizeof *in);
   out = calloc((size_t)n_out_cap, sizeof *out);
   version = calloc((size_t)n_in + 1, sizeof *version);
-  if (!in || !out || !version) {
+  kept = calloc((size_t)n_out_cap, sizeof *kept);
+  if (!in || !out || !version || !kept) {
     fprintf(stderr, "kiln: out of memory\n");
     goto done;
   }
@@ -360,10 +365,21 @@ static int cmd_run(int argc, char **argv) {
       }
     }
     for (int r = 0; r < phases[p].calls; r++) {
+      /* Only the last call's outputs are kept: each call runs in its own
+       * scope, which releases the one before (1,000 runs of a 1 MiB output
+       * would hold 1 GB). */
+      kiln_scope_begin();
       n_out = model ? kiln_model_call(model, in, n_in, out, n_out_cap)
                     : kiln_function_call(f, in, n_in, out, n_out_cap);
       if (n_out >= 0 && (lazy || (model && mo.mode == KILN_NN_LAZY)) && kiln_mark_step() < 0)
         n_out = -1;
+      for (int k = 0; k < n_out; k++)
+        if (out[k].kind == KILN_VALUE_TENSOR) kiln_keep(out[k].t);
+      kiln_scope_end();
+      for (int k = 0; k < n_kept; k++) kiln_release(kept[k]);
+      n_kept = 0;
+      for (int k = 0; k < n_out; k++)
+        if (out[k].kind == KILN_VALUE_TENSOR) kept[n_kept++] = out[k].t;
       if (n_out < 0) {
         rc = fail("run failed");
         goto done;
@@ -434,7 +450,8 @@ static int cmd_run(int argc, char **argv) {
   }
   rc = 0;
 done:
-  /* inputs (kiln_npy_load) and outputs belong to the scope */
+  /* inputs (kiln_npy_load) belong to the scope; the last outputs are kept */
+  for (int k = 0; k < n_kept; k++) kiln_release(kept[k]);
   if (model) kiln_model_free(model);
   else kiln_function_free(f);
   kiln_graph_free(g);
@@ -448,6 +465,7 @@ out:
   free(out);
   free(version);
   free(before);
+  free(kept);
   return rc;
 }
 

@@ -13,8 +13,8 @@
 /* Values as parsed; copied into kiln_nn_train_opts after the checks. */
 typedef struct train_args {
   const char *model, *mode, *optimizer, *schedule, *sync;
-  const char *data, *save, *resume, *plot, *metrics, *graph, *weights;
-  long long epochs, batch, steps, seed, limit_train, limit_test, threads, no_sync_steps;
+  const char *data, *save, *resume, *plot, *metrics, *graph, *weights, *nan_check, *anomaly;
+  long long epochs, batch, steps, seed, limit_train, limit_test, threads, no_sync_steps, max_data_mb;
   double lr, momentum, bucket_mb, dist_timeout;
   bool dist;
 } train_args;
@@ -48,6 +48,12 @@ static const cli_opt train_opts[] = {
      "lazy: one mark_step per step, or three"},
     {"limit-train", 0, CLI_INT, &ta.limit_train, "N", 1, "use only the first N training images"},
     {"limit-test", 0, CLI_INT, &ta.limit_test, "N", 1, "use only the first N test images"},
+    {"nan-check", 0, CLI_CHOICE, &ta.nan_check, "on|off", 0,
+     "stop at the first non-finite loss (default on)"},
+    {"detect-anomaly", 0, CLI_CHOICE, &ta.anomaly, "on|off", 0,
+     "name the op that made the first NaN/Inf (default off)"},
+    {"max-data-mb", 0, CLI_INT, &ta.max_data_mb, "N", 1,
+     "largest decompressed data file (default 1024)"},
     {"threads", 0, CLI_INT, &ta.threads, "N", 1,
      "threads (default KILN_NUM_THREADS, OMP_NUM_THREADS or the available cores; never more)"},
     {"dist", 0, CLI_FLAG, &ta.dist, NULL, 0,
@@ -80,6 +86,9 @@ int kiln_cmd_train(int argc, char **argv) {
   if (!ta.graph != !ta.weights) return cli_bad(&train_cmd, "--graph and --weights go together");
   if (ta.threads > 1 << 16) return cli_bad(&train_cmd, "--threads: at most 65536");
   if (ta.threads) kiln_set_num_threads((int)ta.threads); /* capped to the available cores */
+  if (ta.max_data_mb > ((long long)1 << 40)) return cli_bad(&train_cmd, "--max-data-mb: too large");
+  if (ta.max_data_mb) kiln_data_set_max_bytes((size_t)ta.max_data_mb << 20);
+  if (ta.anomaly) kiln_set_anomaly_enabled(strcmp(ta.anomaly, "on") == 0);
   o.model = ta.model;
   o.mode = (kiln_nn_mode)kiln_nn_mode_parse(ta.mode);
   o.epochs = (int)ta.epochs;
@@ -98,6 +107,7 @@ int kiln_cmd_train(int argc, char **argv) {
   o.sync_phases = ta.sync && strcmp(ta.sync, "phases") == 0;
   o.train_limit = ta.limit_train;
   o.test_limit = ta.limit_test;
+  o.no_nan_check = ta.nan_check && strcmp(ta.nan_check, "off") == 0;
   o.graph_path = ta.graph;
   o.weights_path = ta.weights;
   o.dist = ta.dist;

@@ -89,7 +89,7 @@ class TrainOpts(ctypes.Structure):
                 ("train_limit", I64), ("test_limit", I64), ("eval_batch", I64),
                 ("out", P), ("progress", B), ("dist", B), ("bucket_mb", D),
                 ("dist_timeout", D), ("no_sync_steps", I64), ("on_step", STEP_FN), ("on_step_ud", P),
-                ("graph_path", S), ("weights_path", S)]
+                ("graph_path", S), ("weights_path", S), ("no_nan_check", B)]
 
 
 class TrainResult(ctypes.Structure):

@@ -453,7 +453,11 @@ int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
   }
   op_grad_ctx ctx = {n->args, n->n_args, outs, n->n_inputs, grads_in, needs, grads_out,
                      n->n_next};
+  long failures = core_alloc_failures();
   rc = info->grad(&ctx);
+  /* a formula whose op ran out of memory may return 0 with a gradient
+   * missing: that must not become a wrong gradient reported as success */
+  if (rc == 0 && core_alloc_failures() != failures) rc = KILN_ERR_NOMEM;
   if (rc < 0) {
     /* the formula's results are borrowed from its scope: drop, not release */
     for (int j = 0; j < n->n_next; j++) grads_out[j] = NULL;

@@ -10,6 +10,9 @@
 static long alloc_count;     /* allocations since the last core_alloc_fail_at */
 static long alloc_fail_at;   /* 0 = never */
 static size_t alloc_max;     /* 0 = no limit (core_alloc_limit) */
+static _Thread_local long alloc_failures; /* allocations that failed on this thread */
+
+long core_alloc_failures(void) { return alloc_failures; }
 
 static bool should_fail(void) {
   alloc_count++;
@@ -87,7 +90,7 @@ static size_t small_size(const void *p) { return *(const size_t *)((const char *
 
 void *core_alloc(size_t nbytes) {
   void *p = should_fail() || too_big(nbytes) ? NULL : raw_alloc(nbytes);
-  if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+  if (!p) alloc_failures++, core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
   return p;
 }
 
@@ -95,7 +98,7 @@ void *core_calloc(size_t n, size_t size) {
   void *p = NULL;
   if ((!size || n <= SIZE_MAX / size) && !should_fail() && !too_big(n * size))
     p = raw_alloc(n * size);
-  if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
+  if (!p) alloc_failures++, core_error(KILN_ERR_NOMEM, "out of memory allocating %zu x %zu bytes", n, size);
   else memset(p, 0, n * size);
   return p;
 }
@@ -117,7 +120,7 @@ void *core_realloc(void *old, size_t nbytes) {
     memcpy(p, old, keep < nbytes ? keep : nbytes);
     core_free(old);
   }
-  if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+  if (!p) alloc_failures++, core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
   return p;
 }
 
@@ -126,7 +129,7 @@ void *core_alloc_aligned(size_t nbytes) {
   /* Round up so vector loops may read a full last 64-byte line. */
   size_t n = (nbytes + 63) & ~(size_t)63;
   if (should_fail() || too_big(n) || posix_memalign(&p, 64, n ? n : 64) != 0) p = NULL;
-  if (!p) core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
+  if (!p) alloc_failures++, core_error(KILN_ERR_NOMEM, "out of memory allocating %zu bytes", nbytes);
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -167,6 +168,16 @@ kiln_tensor *core_autorelease(kiln_tensor *t);
  * core_autorelease calls cannot fail: 0, or KILN_ERR_NOMEM (nothing
  * changed). Callers registering several results reserve first. */
 int core_scope_reserve(int n);
+/* How many allocations have failed on this thread so far: a caller that
+ * must not report success after a failed allocation (a gradient formula
+ * that returned no gradient) compares it before and after. */
+long core_alloc_failures(void);
+/* Opens path for reading if it is a regular file: the descriptor, or a
+ * negative status with the error naming ctx and path (a FIFO, a directory
+ * or a device is refused: reading one could block or never end). */
+int core_open_regular(const char *path, const char *ctx);
+/* The same as a stdio stream (fclose it), or NULL with the error set. */
+FILE *core_fopen_regular(const char *path, const char *ctx);
 /* Validates a shape: 0 <= ndim <= KILN_MAX_DIMS, sizes >= 0. */
 int core_check_shape(const char *fn, int ndim, const int64_t *shape);
 int64_t core_numel(int ndim, const int64_t *shape);

@@ -19,11 +19,8 @@ kiln_graph *kiln_graph_parse(const char *text, size_t len) {
 }
 
 kiln_graph *kiln_graph_load(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    core_error(KILN_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
+  FILE *f = core_fopen_regular(path, "graph_load"); /* a FIFO or directory is refused */
+  if (!f) return NULL;
   char *buf = NULL;
   size_t n = 0, cap = 0;
   for (;;) {

@@ -120,25 +120,51 @@ static int parse_i64(const char *s, int64_t *out) {
   char *end;
   errno = 0;
   long long v = s && *s ? strtoll(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < 0) return -1;
+  /* below 2^62: a counter a resumed run keeps incrementing must not wrap */
+  if (!s || !*s || *end || errno || v < 0 || v >= (1LL << 62)) return -1;
   *out = v;
   return 0;
 }
 
+static _Thread_local const kiln_safetensors *sort_st;
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(kiln_safetensors_name(sort_st, *(const int *)a),
+                kiln_safetensors_name(sort_st, *(const int *)b));
+}
+
+/* The index in the file of the tensor called name (order: the sorted
+ * indices), or -1. */
+static int find_name(const kiln_safetensors *st, const int *order, int n, const char *name) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2, c = strcmp(kiln_safetensors_name(st, order[mid]), name);
+    if (c == 0) return order[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
 /* The tensor of st named as PyTorch names the module's tensor kiln_name,
  * or (checkpoints before PyTorch names) as kiln names it; its index in
- * *k. NULL if neither is there. */
-static kiln_tensor *find_tensor(const kiln_safetensors *st, const char *arch, const char *prefix,
-                                const char *kiln_name, int *k) {
+ * *k. NULL if neither is there. order: st's indices sorted by name (a
+ * binary search), or NULL (a scan; for a few lookups). */
+static kiln_tensor *find_tensor(const kiln_safetensors *st, const int *order, int n_file,
+                                const char *arch, const char *prefix, const char *kiln_name,
+                                int *k) {
   char tn[512], want[600];
   nn_torch_name(arch, kiln_name, tn, sizeof tn);
   for (int pass = 0; pass < 2; pass++) {
     snprintf(want, sizeof want, "%s%s", prefix, pass == 0 ? tn : kiln_name);
-    for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
-      if (strcmp(kiln_safetensors_name(st, i), want) == 0) {
-        *k = i;
-        return kiln_safetensors_tensor(st, i);
-      }
+    int i = -1;
+    if (order) i = find_name(st, order, n_file, want);
+    else
+      for (int j = 0; j < kiln_safetensors_n_tensors(st) && i < 0; j++)
+        if (strcmp(kiln_safetensors_name(st, j), want) == 0) i = j;
+    if (i >= 0) {
+      *k = i;
+      return kiln_safetensors_tensor(st, i);
+    }
   }
   return NULL;
 }
@@ -157,7 +183,7 @@ static const char *guess_arch(const kiln_safetensors *st) {
     bool ok = m && m->n_params == n_model;
     for (int i = 0; ok && i < m->n_params; i++) {
       int k;
-      kiln_tensor *t = find_tensor(st, archs[a], "", m->names[i], &k), *w = m->params[i];
+      kiln_tensor *t = find_tensor(st, NULL, 0, archs[a], "", m->names[i], &k), *w = m->params[i];
       ok = t && t->dtype == w->dtype && t->ndim == w->ndim &&
            memcmp(t->shape, w->shape, (size_t)w->ndim * sizeof *w->shape) == 0;
     }
@@ -218,8 +244,11 @@ static int read_info(const kiln_safetensors *st, const char *path, kiln_checkpoi
              &info->rng[1], &info->rng[2], &info->rng[3]) != 4)
     return core_error(KILN_ERR_FORMAT,
                       "checkpoint: '%s': __metadata__ lacks or mangles model, optimizer, lr, "
-                      "step, epoch, batch or rng",
+                      "step, epoch, batch or rng (counters must be in [0, 2^62))",
                       path);
+  if (!isfinite(info->lr) || info->lr < 0)
+    return core_error(KILN_ERR_FORMAT,
+                      "checkpoint: '%s': __metadata__ lr is %s, not a finite rate >= 0", path, lr);
   snprintf(info->model, sizeof info->model, "%s", model);
   snprintf(info->optimizer, sizeof info->optimizer, "%s", opt);
   return 0;
@@ -249,6 +278,8 @@ static int check_match(const char *path, const char *name, const kiln_tensor *wa
   return 0;
 }
 
+/* The file's tensor names sorted, for binary search (a model of n
+ * parameters is matched in O(n log n), not n x names). */
 kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim *o,
                                  kiln_checkpoint_info *info) {
   if (!path || !m) return core_error(KILN_ERR_INVALID, "checkpoint_load: NULL path or module");
@@ -260,9 +291,14 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   bool *used = core_calloc((size_t)(n_file ? n_file : 1), sizeof *used);
   int nb = m->n_buffers, n_all = m->n_params + nb + n_st;
   kiln_tensor **src = core_calloc((size_t)(n_all + 1), sizeof *src);
+  int *order = core_alloc((size_t)(n_file ? n_file : 1) * sizeof *order);
   char name[512];
-  if (rc == 0 && (!used || !src)) rc = KILN_ERR_NOMEM;
+  if (rc == 0 && (!used || !src || !order)) rc = KILN_ERR_NOMEM;
   if (rc < 0) goto done;
+  for (int k = 0; k < n_file; k++) order[k] = k;
+  sort_st = st; /* qsort has no context argument in C11 */
+  qsort(order, (size_t)n_file, sizeof *order, cmp_name);
+  sort_st = NULL;
   /* a plain state_dict: the tensor checks below say what differs */
   if (m->arch && !inf.plain && strcmp(inf.model, m->arch) != 0) {
     rc = core_error(KILN_ERR_FORMAT, "checkpoint: '%s': it holds a '%s' model, not '%s'", path,
@@ -286,7 +322,7 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
     char tn[512];
     snprintf(name, sizeof name, "%s%s", prefix, nn_torch_name(m->arch, kn, tn, sizeof tn));
     int k = -1;
-    src[i] = find_tensor(st, m->arch, prefix, kn, &k);
+    src[i] = find_tensor(st, order, n_file, m->arch, prefix, kn, &k);
     if (k >= 0) used[k] = true;
     rc = check_match(path, name, want, src[i]);
   }
@@ -313,6 +349,7 @@ kiln_status kiln_checkpoint_load(const char *path, kiln_nn_module *m, kiln_optim
   if (rc == 0 && info) *info = inf;
 done:
   core_free(used);
+  core_free(order);
   core_free(src);
   kiln_safetensors_free(st);
   return rc;

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "nn.h"
@@ -53,13 +54,23 @@ static int64_t gz_read_all(gzFile f, void *buf, size_t n, const char **zerr) {
   return (int64_t)got;
 }
 
+static size_t max_data_bytes = (size_t)1 << 30;
+
+size_t kiln_data_set_max_bytes(size_t max_bytes) {
+  size_t old = max_data_bytes;
+  if (max_bytes) max_data_bytes = max_bytes;
+  return old;
+}
+
 static int idx_read(const char *path, idx_file *out) {
   memset(out, 0, sizeof *out);
-  errno = 0;
-  gzFile f = gzopen(path, "rb");
-  if (!f)
-    return core_error(KILN_ERR_IO, "'%s': cannot open: %s", path,
-                      errno ? strerror(errno) : "out of memory");
+  int fd = core_open_regular(path, "data");
+  if (fd < 0) return fd;
+  gzFile f = gzdopen(fd, "rb");
+  if (!f) {
+    close(fd);
+    return core_error(KILN_ERR_NOMEM, "'%s': cannot open: out of memory", path);
+  }
   int rc = 0;
   const char *zerr = NULL;
   unsigned char head[4 + 4 * KILN_MAX_DIMS];
@@ -112,6 +123,13 @@ static int idx_read(const char *path, idx_file *out) {
       goto done;
     }
     out->numel *= out->shape[d];
+  }
+  if (nbytes > max_data_bytes) {
+    rc = core_error(KILN_ERR_FORMAT,
+                    "'%s': %llu bytes of data, more than the limit of %zu "
+                    "(kiln_data_set_max_bytes; kiln train --max-data-mb)",
+                    path, (unsigned long long)nbytes, max_data_bytes);
+    goto done;
   }
   /* The buffer grows with the data actually read (doubling from 1 MiB),
    * so a short file whose header claims terabytes fails as truncated
@@ -262,17 +280,13 @@ kiln_status kiln_data_truncate(kiln_data *d, int64_t n) {
 /* dir/name.gz, else dir/name; an IDX file of type u8. */
 static int read_named(const char *dir, const char *name, idx_file *f, char *path, size_t cap) {
   snprintf(path, cap, "%s/%s.gz", dir, name);
-  FILE *probe = fopen(path, "rb");
-  if (probe) {
-    fclose(probe);
-  } else {
+  /* probed by name only: opening a FIFO would block (idx_read refuses one) */
+  if (access(path, F_OK) != 0) {
     char plain[4096];
     snprintf(plain, sizeof plain, "%s/%s", dir, name);
-    probe = fopen(plain, "rb");
-    if (!probe)
+    if (access(plain, F_OK) != 0)
       return core_error(KILN_ERR_IO, "'%s': cannot open: %s (nor '%s')", path, strerror(errno),
                         plain);
-    fclose(probe);
     snprintf(path, cap, "%s", plain);
   }
   int rc = idx_read(path, f);

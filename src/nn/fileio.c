@@ -11,8 +11,11 @@
  *      then.
  * On any failure the temp file is unlinked and path keeps its old content,
  * so the previous checkpoint still loads. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -60,6 +63,36 @@ static void sync_dir(const char *path) {
   close(fd);
 }
 
+/* Note [Stale temporaries]: a process killed during a save leaves
+ * "<path>.tmp.<pid>.<n>" behind. The next save of the same path removes
+ * those whose pid names no live process (kill(pid, 0) fails with ESRCH):
+ * a concurrent writer's file is left alone, and so is anything not of
+ * exactly this naming. */
+static void remove_stale(const char *path) {
+  char dir[4096];
+  const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  size_t bn = strlen(base);
+  DIR *d = opendir(dir);
+  for (struct dirent *e; d && (e = readdir(d));) {
+    const char *s = e->d_name;
+    if (strncmp(s, base, bn) != 0 || strncmp(s + bn, ".tmp.", 5) != 0) continue;
+    char *end;
+    errno = 0;
+    long pid = strtol(s + bn + 5, &end, 10);
+    if (errno || pid <= 0 || *end != '.' || !end[1]) continue;
+    const char *c = end + 1;
+    while (*c >= '0' && *c <= '9') c++;
+    if (*c || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    char full[8192];
+    snprintf(full, sizeof full, "%s/%s", dir, s);
+    unlink(full);
+  }
+  if (d) closedir(d);
+}
+
 int nn_atomic_write(const char *path, const char *ctx, int (*fn)(nn_writer *w, void *ud),
                     void *ud) {
   static unsigned counter;
@@ -68,6 +101,14 @@ int nn_atomic_write(const char *path, const char *ctx, int (*fn)(nn_writer *w, v
   if (!tmp) return KILN_ERR_NOMEM;
   nn_writer w = {.fd = -1, .err = 0};
   int rc = 0;
+  remove_stale(path);
+  /* Past a file-size limit (ulimit -f) a write raises SIGXFSZ, which kills
+   * the process; ignored while writing, the write fails with EFBIG and the
+   * save reports it. (The disposition is process-wide: a thread writing a
+   * file meanwhile gets EFBIG too, which is what it would want.) */
+  struct sigaction ign = {.sa_handler = SIG_IGN}, old_xfsz;
+  sigemptyset(&ign.sa_mask);
+  bool restore = sigaction(SIGXFSZ, &ign, &old_xfsz) == 0;
   for (int attempt = 0; attempt < 100; attempt++) {
     unsigned c = __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED);
     snprintf(tmp, tn, "%s.tmp.%ld.%u", path, (long)getpid(), c);
@@ -77,6 +118,7 @@ int nn_atomic_write(const char *path, const char *ctx, int (*fn)(nn_writer *w, v
   if (w.fd < 0) {
     rc = core_error(KILN_ERR_IO, "%s: '%s': cannot create a temporary file beside it: %s", ctx,
                     path, strerror(errno));
+    if (restore) sigaction(SIGXFSZ, &old_xfsz, NULL);
     core_free(tmp);
     return rc;
   }
@@ -105,11 +147,13 @@ int nn_atomic_write(const char *path, const char *ctx, int (*fn)(nn_writer *w, v
     goto fail;
   }
   sync_dir(path);
+  if (restore) sigaction(SIGXFSZ, &old_xfsz, NULL);
   core_free(tmp);
   return 0;
 fail:
   if (w.fd >= 0) close(w.fd);
   unlink(tmp);
+  if (restore) sigaction(SIGXFSZ, &old_xfsz, NULL);
   core_free(tmp);
   return rc < 0 ? rc : KILN_ERR_IO;
 }

@@ -500,11 +500,8 @@ kiln_tensor *kiln_npy_load(const char *path) {
     return NULL;
   }
   snprintf(ctx, sizeof ctx, "npy_load: '%s'", path);
-  f = fopen(path, "rb");
-  if (!f) {
-    npy_error(KILN_ERR_IO, ctx, "cannot open: %s", strerror(errno));
-    return NULL;
-  }
+  f = core_fopen_regular(path, "npy_load");
+  if (!f) return NULL;
   if (fstat(fileno(f), &st) != 0) {
     npy_error(KILN_ERR_IO, ctx, "cannot stat: %s", strerror(errno));
     goto fail;

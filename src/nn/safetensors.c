@@ -153,6 +153,11 @@ static bool get_u64(const json_t *v, uint64_t *out) {
   return true;
 }
 
+/* metadata (key, value) pairs by key */
+static int cmp_pair(const void *a, const void *b) {
+  return strcmp(((char *const *)a)[0], ((char *const *)b)[0]);
+}
+
 static int cmp_entry(const void *a, const void *b) {
   const st_entry *x = a, *y = b;
   if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
@@ -187,15 +192,16 @@ static int parse_metadata(kiln_safetensors *st, json_t *md, const char *name) {
     st->meta_keys[st->n_meta] = key;
     st->meta_values[st->n_meta++] = value;
   }
-  /* sort keys (values follow) */
-  for (int i = 1; i < st->n_meta; i++)
-    for (int j = i; j > 0 && strcmp(st->meta_keys[j - 1], st->meta_keys[j]) > 0; j--) {
-      char *a = st->meta_keys[j], *b = st->meta_values[j];
-      st->meta_keys[j] = st->meta_keys[j - 1];
-      st->meta_values[j] = st->meta_values[j - 1];
-      st->meta_keys[j - 1] = a;
-      st->meta_values[j - 1] = b;
-    }
+  /* sort keys (values follow): O(n log n), an insertion sort took 23 s on
+   * a 1.7 MB file of keys (issue #20) */
+  if (st->n_meta > 1) {
+    char *(*pairs)[2] = core_alloc((size_t)st->n_meta * sizeof *pairs);
+    if (!pairs) return KILN_ERR_NOMEM;
+    for (int i = 0; i < st->n_meta; i++) pairs[i][0] = st->meta_keys[i], pairs[i][1] = st->meta_values[i];
+    qsort(pairs, (size_t)st->n_meta, sizeof *pairs, cmp_pair);
+    for (int i = 0; i < st->n_meta; i++) st->meta_keys[i] = pairs[i][0], st->meta_values[i] = pairs[i][1];
+    core_free(pairs);
+  }
   return 0;
 fail:
   return rc;
@@ -358,11 +364,8 @@ kiln_safetensors *kiln_safetensors_load(const char *path) {
     core_error(KILN_ERR_INVALID, "safetensors: NULL path");
     return NULL;
   }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    core_error(KILN_ERR_IO, "safetensors: '%s': cannot open: %s", path, strerror(errno));
-    return NULL;
-  }
+  FILE *f = core_fopen_regular(path, "safetensors");
+  if (!f) return NULL;
   struct stat sb;
   if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode)) {
     fclose(f);
@@ -403,8 +406,13 @@ kiln_tensor *kiln_safetensors_find(const kiln_safetensors *st, const char *name)
 }
 
 const char *kiln_safetensors_metadata(const kiln_safetensors *st, const char *key) {
-  for (int i = 0; st && key && i < st->n_meta; i++)
-    if (strcmp(st->meta_keys[i], key) == 0) return st->meta_values[i];
+  int lo = 0, hi = st && key ? st->n_meta : 0; /* keys are sorted: binary search */
+  while (lo < hi) {
+    int mid = lo + (hi - lo) / 2, c = strcmp(st->meta_keys[mid], key);
+    if (c == 0) return st->meta_values[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
   return NULL;
 }
 

@@ -543,6 +543,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   int64_t nb = kiln_data_loader_n_batches(t.loader), steps_this_run = 0;
   bool stopped = false, evaluated_last = false;
   double final_loss = 0, final_acc = 0;
+  int64_t saved_at = -1; /* the step of the checkpoint written, if one was */
   for (int64_t epoch = start_epoch; epoch < o->epochs && rc == 0 && !stopped; epoch++) {
     kiln_generator_get_state(t.gen, t.epoch_rng);
     kiln_data_loader_shuffle(t.loader, t.gen);
@@ -563,6 +564,15 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
       rc = train_step(&t, i, &loss);
       train_time += nn_now() - t0;
       if (rc < 0) break;
+      if (!o->no_nan_check && !isfinite(loss)) {
+        rc = core_error(KILN_ERR_STATE,
+                        "step %" PRId64 " (epoch %" PRId64 ", batch %" PRId64
+                        "): the loss is %g; stopped, nothing saved (is the learning rate "
+                        "%g too large? --detect-anomaly names the op; --nan-check off "
+                        "keeps going)",
+                        t.step + 1, epoch + 1, i, loss, lr);
+        break;
+      }
       t.step++;
       steps_this_run++;
       int64_t bs = i == nb - 1 ? kiln_data_size(t.train) - i * o->batch : o->batch;
@@ -585,6 +595,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     if (o->save_path && lead && (stopped || epoch == o->epochs - 1)) {
       rc = save(&t, epoch, i);
       if (rc < 0) break;
+      saved_at = t.step;
     }
     if (i < nb) break; /* stopped within the epoch: no per-epoch evaluation */
     double ep_time = nn_now() - ep_start;
@@ -635,7 +646,8 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
         fprintf(out, ", all-reduce %.1fms, waiting %.1fms, overlap %.0f%%\n",
                 ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap);
     }
-    if (o->save_path) fprintf(out, "saved %s at step %" PRId64 "\n", o->save_path, t.step);
+    if (saved_at >= 0) fprintf(out, "saved %s at step %" PRId64 "\n", o->save_path, saved_at);
+    else if (o->save_path) fprintf(out, "nothing saved to %s: no step ran\n", o->save_path);
     fprintf(out, "test_accuracy=%.4f\n", final_acc);
     fflush(out);
   }

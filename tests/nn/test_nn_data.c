@@ -107,13 +107,18 @@ TEST(nn_idx_malformed_files_named_in_errors) {
   }
   /* a 12-byte file whose header claims 4 x 2^16 x 2^16 doubles (128 GiB):
    * found by the IDX fuzz target, which saw the reader allocate it all
-   * before reading. Memory grows with the data actually there. */
+   * before reading. Memory grows with the data actually there (with the
+   * data limit raised past it; by default the limit refuses it first). */
+  size_t old_max = kiln_data_set_max_bytes((size_t)1 << 40);
   for (int gz = 0; gz < 2; gz++) {
     p = tmp_file(&t, gz ? "huge.gz" : "huge");
     CHECK(nn_fixture_write_idx(p, gz, 0x0E, 3, (uint32_t[]){4, 65536, 65536}, data, 12) == 0);
     expect_idx_error(p, "truncated: shape [4, 65536, 65536] needs 137438953472 data bytes, "
                         "the file has 12");
   }
+  kiln_data_set_max_bytes(old_max);
+  p = tmp_file(&t, "huge.gz");
+  expect_idx_error(p, "137438953472 bytes of data, more than the limit of 1073741824");
   /* a corrupt gzip stream: flip bytes in the compressed data */
   p = tmp_file(&t, "bad.gz");
   unsigned char big[4000];
