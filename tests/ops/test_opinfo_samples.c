@@ -452,3 +452,17 @@ OP_SAMPLE(CONV1D, groups) {
   s->n_args = 7;
 }
 SAMPLE_ARGS(MAX_POOL1D, plain, T3, OPV_I(2), OPV_I(1), OPV_I(0), OPV_I(1), OPV_B(false))
+
+/* ---- misc_extra.c ---- */
+SAMPLE_ARGS(CONJ, plain, X23)
+SAMPLE_ARGS(CONJ_PHYSICAL, plain, X23)
+SAMPLE_ARGS(RESOLVE_CONJ, plain, X23)
+SAMPLE_ARGS(RESOLVE_NEG, plain, X23)
+SAMPLE_ARGS(REAL, plain, X23)
+SAMPLE_ARGS(ANGLE, plain, X23)
+SAMPLE_ARGS(SINC, plain, X23)
+SAMPLE_ARGS(DIST, plain, X23, X23, OPV_F(3))
+SAMPLE_ARGS(NARROW_COPY, plain, X23, OPV_I(1), OPV_I(1), OPV_I(2))
+SAMPLE_ARGS(DIFF, plain, X23, OPV_I(2), OPV_I(1), OPV_T(sample_randn(g, 2, (int64_t[]){2, 1})),
+            OPV_NONE)
+SAMPLE_ARGS(MVLGAMMA, plain, OPV_T(sample_uniform(g, 2, S23, 2, 4)), OPV_I(3))
