@@ -1105,6 +1105,10 @@ typedef struct kiln_nn_train_opts {
 } kiln_nn_train_opts;
 
 KILN_API void kiln_nn_train_opts_default(kiln_nn_train_opts *o);
+/* sizeof(kiln_nn_train_opts) in this library: a binding that mirrors the
+ * struct (python/kiln) checks it, so a field added here cannot make
+ * kiln_nn_train_opts_default write past a shorter copy. */
+KILN_API size_t kiln_nn_train_opts_size(void);
 /* "eager", "jit", "lazy" -> mode; -1 if unknown. */
 KILN_API int kiln_nn_mode_parse(const char *name);
 KILN_API const char *kiln_nn_mode_name(kiln_nn_mode mode);

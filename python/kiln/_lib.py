@@ -246,6 +246,7 @@ _SIGS = {
     "kiln_checkpoint_save": (INT, [P, P, P, P]),
     "kiln_checkpoint_load": (INT, [P, S, P, P, P]),
     "kiln_nn_train_opts_default": (None, [ctypes.POINTER(TrainOpts)]),
+    "kiln_nn_train_opts_size": (ctypes.c_size_t, []),
     "kiln_nn_mode_parse": (INT, [S]),
     "kiln_nn_train": (INT, [ctypes.POINTER(TrainOpts), ctypes.POINTER(TrainResult)]),
     "kiln_nn_train_result_free": (None, [ctypes.POINTER(TrainResult)]),
@@ -263,6 +264,13 @@ for _name, (_res, _args) in _SIGS.items():
     _f = getattr(lib, _name)
     _f.restype = _res
     _f.argtypes = _args
+
+# TrainOpts mirrors kiln_nn_train_opts field by field: a library whose
+# struct differs would have kiln_nn_train_opts_default write past it.
+if lib.kiln_nn_train_opts_size() != ctypes.sizeof(TrainOpts):
+    raise ImportError("kiln: this package's TrainOpts (%d bytes) does not match the library's "
+                      "kiln_nn_train_opts (%d bytes): package and libkiln.so are from different "
+                      "versions" % (ctypes.sizeof(TrainOpts), lib.kiln_nn_train_opts_size()))
 
 # kiln_status codes -> exception classes (kiln/errors.py fills this in).
 STATUS = {}

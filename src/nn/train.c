@@ -44,6 +44,8 @@ const char *const nn_lazy_counter_names[NN_N_COUNTERS] = {
     "DeviceDataCacheMiss", "CreateLazyTensor", "DestroyLazyTensor", "SyncTensorsToData",
     "CompileTime",       "ExecuteTime"};
 
+size_t kiln_nn_train_opts_size(void) { return sizeof(kiln_nn_train_opts); }
+
 void kiln_nn_train_opts_default(kiln_nn_train_opts *o) {
   memset(o, 0, sizeof *o);
   o->model = "mlp";
