@@ -132,7 +132,14 @@ struct kiln_tensor {
  *   op_is_leaf_hook: src/autograd/node.c
  *   op_lazy_hook: src/lazy/record.c
  *   op_lazy_copy_hook: src/lazy/record.c
- * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
+ *   op_lazy_write_hook: src/lazy/record.c
+ *   op_rebase_history_hook: src/autograd/inplace.c
+ *   op_view_of_hook: src/autograd/inplace.c
+ *   op_all_reduce_hook: src/dist/comm.c
+ * (op_all_reduce_hook, declared in src/ops/collective.h, is the one hook
+ * not set by a constructor: kiln_dist_init sets it and kiln_dist_finalize
+ * clears it, so aten::kiln_all_reduce on one process without MPI is a
+ * plain copy.) (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
  * functions in src/autograd/engine.c write it.) Callers test a hook for
  * NULL, or call it only on a tensor the upper layer made (a lazy tensor
  * exists only where the lazy layer does). */
