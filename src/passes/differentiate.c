@@ -153,6 +153,21 @@ static int vl_add(value_list *l, lazy_node *n, int index) {
   return 0;
 }
 
+/* The device data g reads beyond its explicit inputs (its extra inputs),
+ * retained into a new array *consts (*n them). Data-less (symbolic) ones
+ * are values the trace did not track: an error. */
+static int take_consts(const pass_lazy_graph *g, const char *which, kiln_tensor ***consts,
+                       int *n) {
+  *consts = core_calloc((size_t)(g->n_extra ? g->n_extra : 1), sizeof **consts);
+  if (!*consts) return KILN_ERR_NOMEM;
+  for (int i = 0; i < g->n_extra; i++) {
+    if (!g->extra[i]->data)
+      return core_error(KILN_ERR_STATE, "differentiate: the %s reads an untracked input", which);
+    (*consts)[(*n)++] = kiln_retain(g->extra[i]->data);
+  }
+  return 0;
+}
+
 static int *int_array(int n) { return core_calloc((size_t)(n ? n : 1), sizeof(int)); }
 
 void pass_gradient_free(pass_gradient *gr) {
@@ -165,6 +180,8 @@ void pass_gradient_free(pass_gradient *gr) {
   core_free(gr->df_output_vjps);
   for (int i = 0; i < gr->n_consts; i++) kiln_release(gr->consts[i]);
   core_free(gr->consts);
+  for (int i = 0; i < gr->n_f_consts; i++) kiln_release(gr->f_consts[i]);
+  core_free(gr->f_consts);
   memset(gr, 0, sizeof *gr);
 }
 
@@ -339,11 +356,9 @@ int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg
   rc = pass_lazy_to_ir(f_ins, n_in, f_outs, n_f_outs, 0, &fg);
   core_free(f_ins);
   if (rc < 0) goto done;
-  if (fg.n_extra) {
-    rc = core_error(KILN_ERR_UNSUPPORTED,
-                    "differentiate: the forward reads %d constant tensors", fg.n_extra);
-    goto done;
-  }
+  /* tensors an op made from constants while tracing (adaptive_avg_pool2d's
+   * averaging weights, a zeros): the plan's own inputs, after the real ones */
+  if ((rc = take_consts(&fg, "forward", &out->f_consts, &out->n_f_consts)) < 0) goto done;
   /* 6. the backward graph */
   out->df_input_vjps = int_array(n_vjp);
   out->df_output_vjps = int_array(n_rg);
@@ -371,18 +386,7 @@ int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg
   }
   rc = pass_lazy_to_ir(df_ins, n_df_in, df_outs, n_df_out, 0, &dg);
   if (rc < 0) goto done;
-  out->consts = core_calloc((size_t)(dg.n_extra ? dg.n_extra : 1), sizeof *out->consts);
-  if (!out->consts) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  for (int i = 0; i < dg.n_extra; i++) {
-    if (!dg.extra[i]->data) {
-      rc = core_error(KILN_ERR_STATE, "differentiate: the backward reads an untracked input");
-      goto done;
-    }
-    out->consts[out->n_consts++] = kiln_retain(dg.extra[i]->data);
-  }
+  if ((rc = take_consts(&dg, "backward", &out->consts, &out->n_consts)) < 0) goto done;
   out->f = fg.g;
   out->df = dg.g;
   fg.g = dg.g = NULL;
