@@ -298,7 +298,8 @@ MODELS = {
     # rounding moved the outputs by more than the tolerance (see
     # conditioning(): the input rounding alone moved them 2x rtol)
     'resnet18': (NarrowResNet18, img(s=64), True),
-    'mobilenet_v2': (tv('mobilenet_v2', width_mult=0.25, num_classes=10, dropout=0.0), img(), True),
+    'mobilenet_v2': (tv('mobilenet_v2', width_mult=0.25, num_classes=10, dropout=0.0), img(s=128),
+                     True),
     'mobilenet_v3_small': (tv('mobilenet_v3_small', width_mult=0.25, num_classes=10,
                               dropout=0.0), img(), True),
     'squeezenet1_1': (tv('squeezenet1_1', num_classes=10, dropout=0.0), img(s=64), True),
