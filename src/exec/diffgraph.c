@@ -217,6 +217,20 @@ static int run_plain(diff_rt *d, exec_value *in, exec_value *out) {
   return exec_code_run(d->plain, in, out);
 }
 
+/* p's forward on the n_in inputs in, then its constant tensors (borrowed) */
+static int run_forward(const diff_plan *p, int n_in, exec_value *in, exec_value *fo) {
+  const pass_gradient *gr = &p->gr;
+  if (!gr->n_f_consts) return exec_code_run(p->fwd, in, fo);
+  exec_value *all = core_calloc((size_t)n_in + (size_t)gr->n_f_consts, sizeof *all);
+  if (!all) return KILN_ERR_NOMEM;
+  memcpy(all, in, (size_t)n_in * sizeof *all);
+  for (int i = 0; i < gr->n_f_consts; i++)
+    all[n_in + i] = (exec_value){.tag = EXEC_V_TENSOR, .t = gr->f_consts[i]};
+  int rc = exec_code_run(p->fwd, all, fo);
+  core_free(all);
+  return rc;
+}
+
 int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   diff_rt *d = x->k.obj;
   bool any_rg = false;
@@ -245,7 +259,7 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   memset(fo, 0, (size_t)n_fo * sizeof *fo);
   /* the forward runs detached: the one node below stands for all of it */
   bool prev = kiln_set_grad_enabled(false);
-  rc = exec_code_run(p->fwd, in, fo);
+  rc = run_forward(p, d->n_in, in, fo);
   kiln_set_grad_enabled(prev);
   if (rc < 0) goto done;
   node = ag_node_new(AG_CUSTOM, "DifferentiableGraphBackward", gr->f_real_outputs, d->n_in);

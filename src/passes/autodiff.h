@@ -35,7 +35,10 @@ int pass_lazy_to_ir(const lazy_value *inputs, int n_inputs, const lazy_value *ou
 /* ---- differentiate ------------------------------------------------------- */
 /* What TorchScript calls a Gradient: a forward graph f and a backward graph
  * df with the index maps that connect them.
- *   f:  inputs = the subgraph's inputs; outputs = the f_real_outputs real
+ *   f:  inputs = the subgraph's inputs, then `f_consts` (constant tensors
+ *       ops made from constants while tracing, e.g. adaptive_avg_pool2d's
+ *       averaging weights: functions of the plan's shapes, which key it);
+ *       outputs = the f_real_outputs real
  *       outputs, then the captured temporaries.
  *   df: inputs = one vjp per f output listed in df_input_vjps, then the f
  *       inputs listed in df_input_captured_inputs, then the f outputs listed
@@ -52,6 +55,8 @@ typedef struct pass_gradient {
   int *df_output_vjps, n_output_vjps;
   kiln_tensor **consts;
   int n_consts;
+  kiln_tensor **f_consts;
+  int n_f_consts;
 } pass_gradient;
 
 /* Differentiates subgraph s (straight-line: op-table nodes, constants and

@@ -120,6 +120,38 @@ static bool any_may_require_grad(const group *grp) {
   return false;
 }
 
+/* A list made in the group and read after it too (DenseNet's feature list,
+ * appended to later) would leave the group as an output, and outputs are
+ * tensors: the readers outside get their own ListConstruct of the same
+ * elements after the group (tensors made in it become its outputs). */
+static int split_escaping_lists(ir_graph *g, const group *grp) {
+  ir_node *last = grp->v[grp->n - 1];
+  for (int i = 0; i < grp->n; i++) {
+    ir_node *l = grp->v[i];
+    if (l->prim != IR_PRIM_LIST_CONSTRUCT) continue;
+    ir_value *lv = l->outputs[0];
+    bool escapes = false;
+    for (int u = 0; u < lv->n_uses && !escapes; u++) escapes = !in_group(grp, lv->uses[u].user);
+    if (!escapes) continue;
+    ir_node *c = ir_node_new_prim(g, IR_PRIM_LIST_CONSTRUCT);
+    ir_value *cv = c ? ir_node_add_output(c, lv->type) : NULL;
+    if (!cv) return KILN_ERR_NOMEM;
+    for (int k = 0; k < l->n_inputs; k++)
+      if (ir_node_add_input(c, l->inputs[k]) < 0) return KILN_ERR_NOMEM;
+    ir_node_insert_after(c, last);
+    last = c;
+    for (int u = 0; u < lv->n_uses;) { /* set_input removes the use */
+      ir_use use = lv->uses[u];
+      if (in_group(grp, use.user)) {
+        u++;
+        continue;
+      }
+      if (!ir_node_set_input(use.user, use.index, cv)) return KILN_ERR_NOMEM;
+    }
+  }
+  return 0;
+}
+
 static int group_block(ir_graph *g, ir_block *b, int min_size) {
   int made = 0, rc;
   group grp = {0};
@@ -135,7 +167,9 @@ static int group_block(ir_graph *g, ir_block *b, int min_size) {
     } else if (n->prim != IR_PRIM_CONSTANT || !next) {
       /* a constant does not break a run; anything else ends it */
       if (grp.n_ops >= min_size && any_may_require_grad(&grp)) {
-        if ((rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0) goto fail;
+        if ((rc = split_escaping_lists(g, &grp)) < 0 ||
+            (rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0)
+          goto fail;
         made += rc;
       }
       grp.n = grp.n_ops = 0;
@@ -146,7 +180,9 @@ static int group_block(ir_graph *g, ir_block *b, int min_size) {
     n = next;
   }
   if (grp.n_ops >= min_size && any_may_require_grad(&grp)) {
-    if ((rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0) goto fail;
+    if ((rc = split_escaping_lists(g, &grp)) < 0 ||
+        (rc = pass_collapse(g, grp.v, grp.n, IR_PRIM_DIFFERENTIABLE_GRAPH)) < 0)
+      goto fail;
     made += rc;
   }
   core_free(grp.v);

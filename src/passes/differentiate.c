@@ -153,6 +153,21 @@ static int vl_add(value_list *l, lazy_node *n, int index) {
   return 0;
 }
 
+/* The device data g reads beyond its explicit inputs (its extra inputs),
+ * retained into a new array *consts (*n them). Data-less (symbolic) ones
+ * are values the trace did not track: an error. */
+static int take_consts(const pass_lazy_graph *g, const char *which, kiln_tensor ***consts,
+                       int *n) {
+  *consts = core_calloc((size_t)(g->n_extra ? g->n_extra : 1), sizeof **consts);
+  if (!*consts) return KILN_ERR_NOMEM;
+  for (int i = 0; i < g->n_extra; i++) {
+    if (!g->extra[i]->data)
+      return core_error(KILN_ERR_STATE, "differentiate: the %s reads an untracked input", which);
+    (*consts)[(*n)++] = kiln_retain(g->extra[i]->data);
+  }
+  return 0;
+}
+
 static int *int_array(int n) { return core_calloc((size_t)(n ? n : 1), sizeof(int)); }
 
 void pass_gradient_free(pass_gradient *gr) {
@@ -165,6 +180,8 @@ void pass_gradient_free(pass_gradient *gr) {
   core_free(gr->df_output_vjps);
   for (int i = 0; i < gr->n_consts; i++) kiln_release(gr->consts[i]);
   core_free(gr->consts);
+  for (int i = 0; i < gr->n_f_consts; i++) kiln_release(gr->f_consts[i]);
+  core_free(gr->f_consts);
   memset(gr, 0, sizeof *gr);
 }
 
@@ -356,12 +373,9 @@ static int build_forward(diff_ctx *dc) {
   rc = pass_lazy_to_ir(f_ins, dc->n_in, dc->f_outs, dc->n_f_outs, 0, &dc->fg);
   core_free(f_ins);
   if (rc < 0) return rc;
-  if (dc->fg.n_extra) {
-    rc = core_error(KILN_ERR_UNSUPPORTED,
-                    "differentiate: the forward reads %d constant tensors", dc->fg.n_extra);
-    return rc;
-  }
-  return rc;
+  /* tensors an op made from constants while tracing (adaptive_avg_pool2d's
+   * averaging weights, a zeros): the plan's own inputs, after the real ones */
+  return take_consts(&dc->fg, "forward", &dc->out->f_consts, &dc->out->n_f_consts);
 }
 
 /* Step 6: the backward graph: vjps and captured values in, gradients out;
@@ -394,19 +408,7 @@ static int build_backward(diff_ctx *dc) {
   }
   rc = pass_lazy_to_ir(dc->df_ins, n_df_in, dc->df_outs, n_df_out, 0, &dc->dg);
   if (rc < 0) return rc;
-  dc->out->consts = core_calloc((size_t)(dc->dg.n_extra ? dc->dg.n_extra : 1), sizeof *dc->out->consts);
-  if (!dc->out->consts) {
-    rc = KILN_ERR_NOMEM;
-    return rc;
-  }
-  for (int i = 0; i < dc->dg.n_extra; i++) {
-    if (!dc->dg.extra[i]->data) {
-      rc = core_error(KILN_ERR_STATE, "differentiate: the backward reads an untracked input");
-      return rc;
-    }
-    dc->out->consts[dc->out->n_consts++] = kiln_retain(dc->dg.extra[i]->data);
-  }
-  return rc;
+  return take_consts(&dc->dg, "backward", &dc->out->consts, &dc->out->n_consts);
 }
 
 int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg,

@@ -391,6 +391,44 @@ TEST(profiling_runtime_size_list_stays_outside) {
   kiln_scope_end();
 }
 
+/* Regression (DenseNet's feature list): a list of tensors made among
+ * differentiable nodes, read by a cat there and appended to after them,
+ * must not leave the DifferentiableGraph as an output (it failed with
+ * "differentiate: output 0 is not a tensor"): the reader outside gets its
+ * own ListConstruct. */
+TEST(profiling_list_read_after_the_group) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %w : Tensor):\n"
+                            "  %one : int = prim::Constant[value=1]()\n"
+                            "  %h : Tensor = aten::mm(%x, %w)\n"
+                            "  %h2 : Tensor = aten::relu(%h)\n"
+                            "  %l : Tensor[] = prim::ListConstruct(%h, %h2)\n"
+                            "  %c : Tensor = aten::cat(%l, %one)\n"
+                            "  %y : Tensor = aten::tanh(%c)\n"
+                            "  %l2 : Tensor[] = aten::append(%l, %y)\n"
+                            "  %z : Tensor = aten::cat(%l, %one)\n"
+                            "  return (%z)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text, NULL);
+  kiln_generator *g = kiln_generator_new(9);
+  kiln_tensor *x = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F64, g);
+  kiln_tensor *w = kiln_randn(2, (int64_t[]){3, 2}, KILN_DTYPE_F64, g);
+  kiln_set_requires_grad(w, true);
+  kiln_value in[2] = {T(x), T(w)}, out[1];
+  for (int call = 0; call < 3 && f; call++) {
+    int k = kiln_function_call(f, in, 2, out, 1);
+    CHECK_MSG(k == 1, "%s", kiln_last_error());
+    if (k != 1) break;
+    kiln_tensor *h = kiln_mm(x, w), *h2 = kiln_relu(h);
+    kiln_tensor *y = kiln_tanh(kiln_cat((kiln_tensor *[]){h, h2}, 2, 1));
+    kiln_tensor *want = kiln_cat((kiln_tensor *[]){h, h2, y}, 3, 1);
+    check_close(out[0].t, want, 1e-12, "output");
+  }
+  kiln_function_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
 /* A graph that returns its input (eval-mode dropout, then * 1 which the
  * peepholes fold): the optimized function must give back x without
  * rewriting x's history (x stays a leaf), and backward through the output

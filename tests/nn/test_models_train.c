@@ -128,7 +128,9 @@ TEST(models_train_graph_cnn_same_accuracy_as_builtin) { same_accuracy("cnn", 160
 
 /* 20 SGD steps (lr 0.01, momentum 0.9, batch 16) from the exported weights
  * on the first Fashion-MNIST images in order, in each mode: the losses equal
- * PyTorch's step by step (finetune.golden.safetensors). A model kiln cannot
+ * PyTorch's step by step (finetune.golden.safetensors), as many steps as
+ * the golden says are well-conditioned (all 20 of the CNN's, 3 of
+ * resnet18's). A model kiln cannot
  * run yet (ops missing) is reported. */
 static int finetune(const char *name, kiln_nn_mode mode, const double *want, int steps,
                     int64_t batch, char *why, size_t n) {
@@ -208,6 +210,12 @@ TEST(models_finetune_losses_equal_pytorch) {
     if (!t) continue;
     const double *want = kiln_tensor_data(t);
     int steps = (int)kiln_tensor_numel(t);
+    /* only the steps PyTorch's float32 and float64 runs agree on
+     * (scripts/gen_models.py gen_finetune: later ones are chaotic) */
+    snprintf(key, sizeof key, "%s.conditioned_steps", names[i]);
+    const char *cs = kiln_safetensors_metadata(g, key);
+    CHECK(cs != NULL && atoi(cs) >= 3);
+    if (cs && atoi(cs) < steps) steps = atoi(cs);
     for (int mode = 0; mode < 3; mode++) {
       int rc = finetune(names[i], (kiln_nn_mode)mode, want, steps, 16, why, sizeof why);
       CHECK_MSG(rc >= 0, "%s %s: %s", names[i], kiln_nn_mode_name((kiln_nn_mode)mode), why);
@@ -220,7 +228,7 @@ TEST(models_finetune_losses_equal_pytorch) {
     }
   }
   CHECK(ran >= 1);
-  test_note("%d of 2 models fine-tuned 20 steps equal to PyTorch in every mode%s%s", ran,
-            note[0] ? "; " : "", note);
+  test_note("%d of 2 models fine-tuned equal to PyTorch in every mode (for their "
+            "well-conditioned steps)%s%s", ran, note[0] ? "; " : "", note);
   kiln_safetensors_free(g);
 }

@@ -93,3 +93,33 @@ TEST(inplace_cast_rule) {
   CHECK(core_get_flat(f, 0) == 0 && core_get_flat(f, 1) == 1);
   kiln_scope_end();
 }
+
+/* hardtanh_ and hardswish_ (MobileNet's ReLU6 and Hardswish, inplace=True)
+ * write their functional op's result into self, which they return: values
+ * by hand (hardtanh(x, 0, 6) = clamp(x, 0, 6); hardswish(x) =
+ * x * clamp(x + 3, 0, 6) / 6). */
+TEST(inplace_hardtanh_hardswish_values) {
+  kiln_scope_begin();
+  static const double xs[6] = {-4, -1.5, 0, 2, 5, 7};
+  int64_t n = 6;
+  int ht = op_find_arity("aten::hardtanh_", 3), hs = op_find_arity("aten::hardswish_", 1);
+  CHECK(ht >= 0 && hs >= 0);
+  if (ht >= 0 && hs >= 0) {
+    kiln_tensor *a = kiln_from_data(xs, 1, &n, KILN_DTYPE_F64);
+    kiln_tensor *b = kiln_from_data(xs, 1, &n, KILN_DTYPE_F64);
+    kiln_tensor *out[1] = {NULL};
+    op_val args[3] = {OPV_T(a), OPV_F(0.0), OPV_F(6.0)};
+    CHECK_EQ_INT(op_call(ht, args, 3, out, 1), 1);
+    CHECK(out[0] == a || (out[0] && kiln_tensor_data(out[0]) == kiln_tensor_data(a)));
+    op_val args2[1] = {OPV_T(b)};
+    CHECK_EQ_INT(op_call(hs, args2, 1, out, 1), 1);
+    const double *pa = kiln_tensor_data(a), *pb = kiln_tensor_data(b);
+    for (int i = 0; i < 6; i++) {
+      double c = xs[i] < 0 ? 0 : xs[i] > 6 ? 6 : xs[i];
+      double r = xs[i] + 3 < 0 ? 0 : xs[i] + 3 > 6 ? 6 : xs[i] + 3;
+      CHECK_NEAR(pa[i], c, 0);
+      CHECK_NEAR(pb[i], xs[i] * r / 6, 1e-15);
+    }
+  }
+  kiln_scope_end();
+}

@@ -80,3 +80,54 @@ TEST(differentiate_tanh_linear_only_needed_grads) {
   kiln_scope_end();
   ir_graph_free(s);
 }
+
+/* adaptive_avg_pool2d decomposes into a product with averaging weights that
+ * the op makes from constants while tracing: the forward's own constant
+ * inputs (f_consts), after the real ones. Output and gradient by hand: the
+ * mean of each 3x3 plane, and v / 9 everywhere. */
+static const char *POOL = "graph(%x : Tensor):\n"
+                          "  %1 : int = prim::Constant[value=1]()\n"
+                          "  %2 : int[] = prim::ListConstruct(%1, %1)\n"
+                          "  %3 : Tensor = aten::adaptive_avg_pool2d(%x, %2)\n"
+                          "  return (%3)\n";
+
+TEST(differentiate_forward_constants_are_inputs) {
+  ir_graph *s = ir_graph_parse(POOL, strlen(POOL));
+  CHECK_MSG(s != NULL, "%s", kiln_last_error());
+  if (!s) return;
+  kiln_scope_begin();
+  op_meta m[1] = {{KILN_DTYPE_F64, 4, {2, 2, 3, 3}}};
+  bool rg[1] = {true};
+  pass_gradient gr;
+  int rc = pass_differentiate(s, m, rg, &gr);
+  CHECK_MSG(rc == 0, "%s", kiln_last_error());
+  if (rc == 0) {
+    CHECK(gr.n_f_consts >= 1);
+    CHECK_EQ_INT(ir_block_n_params(ir_graph_top(gr.f)), 1 + gr.n_f_consts);
+    kiln_generator *g = kiln_generator_new(5);
+    kiln_tensor *x = kiln_randn(4, m[0].shape, KILN_DTYPE_F64, g);
+    kiln_tensor *fin[16] = {x}, *fout[8];
+    for (int i = 0; i < gr.n_f_consts && i < 15; i++) fin[1 + i] = gr.f_consts[i];
+    int n_f = ir_block_n_returns(ir_graph_top(gr.f));
+    CHECK(run(gr.f, fin, 1 + gr.n_f_consts, fout, n_f) == 0);
+    for (int p = 0; p < 4; p++) {
+      double sum = 0;
+      for (int j = 0; j < 9; j++) sum += core_get_flat(x, p * 9 + j);
+      CHECK_NEAR(core_get_flat(fout[0], p), sum / 9, 1e-12);
+    }
+    kiln_tensor *v = kiln_randn(4, (int64_t[]){2, 2, 1, 1}, KILN_DTYPE_F64, g);
+    kiln_tensor *dfin[16];
+    int k = 0;
+    for (int i = 0; i < gr.n_vjps; i++) dfin[k++] = v;
+    for (int i = 0; i < gr.n_captured_inputs; i++) dfin[k++] = fin[gr.df_input_captured_inputs[i]];
+    for (int i = 0; i < gr.n_captured_outputs; i++) dfin[k++] = fout[gr.df_input_captured_outputs[i]];
+    for (int i = 0; i < gr.n_consts; i++) dfin[k++] = gr.consts[i];
+    kiln_tensor *dfout[1];
+    CHECK(run(gr.df, dfin, k, dfout, 1) == 0);
+    for (int i = 0; i < 36; i++) CHECK_NEAR(core_get_flat(dfout[0], i), core_get_flat(v, i / 9) / 9, 1e-12);
+    kiln_generator_free(g);
+    pass_gradient_free(&gr);
+  }
+  kiln_scope_end();
+  ir_graph_free(s);
+}
