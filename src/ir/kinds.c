@@ -558,10 +558,11 @@ int ir_kind_resolve(const char *name, ir_value *const *inputs, int n_inputs, int
   int o = op_find_arity(name, n_inputs);
   if (o >= 0) {
     /* overloads of one arity (masked_fill.Scalar and .Tensor): the first
-     * whose schema accepts the argument types, else the first */
-    for (int k = o; k < KILN_OP_COUNT; k++) {
+     * whose schema accepts the argument types, else the first; their
+     * in-place forms (masked_fill_) alike */
+    for (int k = o; k < OP_INDEX_COUNT; k++) {
       const op_info *info = &op_table[k];
-      if (info->n_args != n_inputs || strcmp(info->name, name) != 0) continue;
+      if (!info->name || info->n_args != n_inputs || strcmp(info->name, name) != 0) continue;
       bool fits = true;
       for (int i = 0; i < n_inputs && fits; i++)
         fits = schema_accepts(op_arg_type(k, i), inputs[i]->type,

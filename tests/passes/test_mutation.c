@@ -335,3 +335,44 @@ TEST(mutation_differentiable_graph_with_70_outputs) {
   kiln_scope_end();
   core_free(b.p);
 }
+
+/* In-place forms derived for the OpInfo branch's ops (OPF_HAS_INPLACE):
+ * masked_fill_ resolves to its overload by the value's type, floor_ and
+ * elu_ write their input; values worked out by hand (elu(-1) = e^-1 - 1). */
+TEST(mutation_derived_inplace_forms_of_new_ops) {
+  static const char *mf_scalar =
+      "graph(%x : Tensor, %m : Tensor):\n"
+      "  %v : float = prim::Constant[value=5.]()\n"
+      "  %b : Tensor = aten::gt(%m, %v)\n"
+      "  %2 : Tensor = aten::masked_fill_(%x, %b, %v)\n"
+      "  return (%x)\n";
+  static const char *mf_tensor =
+      "graph(%x : Tensor, %m : Tensor):\n"
+      "  %v : float = prim::Constant[value=5.]()\n"
+      "  %b : Tensor = aten::gt(%m, %v)\n"
+      "  %n : NoneType = prim::Constant()\n"
+      "  %t : Tensor = aten::mul(%m, %v)\n"
+      "  %s : Tensor = aten::sum(%t, %n)\n"
+      "  %2 : Tensor = aten::masked_fill_(%x, %b, %s)\n"
+      "  return (%x)\n";
+  static const char *floor_elu =
+      "graph(%x : Tensor, %m : Tensor):\n"
+      "  %1 : Tensor = aten::floor_(%x)\n"
+      "  %a : float = prim::Constant[value=1.]()\n"
+      "  %2 : Tensor = aten::elu_(%x, %a, %a, %a)\n"
+      "  return (%x)\n";
+  const float x[3] = {1.5f, -0.5f, 2.0f}, m[3] = {9.0f, 0.0f, 6.0f};
+  const float *ins[2] = {x, m};
+  const float want_s[3] = {5.0f, -0.5f, 5.0f};
+  const float want_e[3] = {1.0f, expf(-1.0f) - 1.0f, 2.0f};
+  for (int runs = 1; runs <= 5; runs += 4) {
+    expect_out("masked_fill_ scalar", mf_scalar, ins, 2, 3, want_s, runs);
+    expect_out("floor_ then elu_", floor_elu, ins, 2, 3, want_e, runs);
+  }
+  /* the Tensor overload: value = sum(m * 5) = 75 */
+  kiln_graph *g = kiln_graph_parse(mf_tensor, strlen(mf_tensor));
+  CHECK_MSG(g != NULL, "parse: %s", kiln_last_error());
+  kiln_graph_free(g);
+  const float want_t[3] = {75.0f, -0.5f, 75.0f};
+  expect_out("masked_fill_ tensor", mf_tensor, ins, 2, 3, want_t, 1);
+}
