@@ -382,7 +382,23 @@ static int p_add(const exec_instr *x, exec_value *in, exec_value *out) {
 }
 
 NUMBER(p_sub, IR_PRIM_SUB)
-NUMBER(p_mul, IR_PRIM_MUL)
+/* numbers, or list * n: the list repeated max(n, 0) times (Python's) */
+static int p_mul(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (in[0].tag != EXEC_V_LIST || in[1].tag != EXEC_V_INT) return number(x, in, out, IR_PRIM_MUL);
+  int64_t reps = in[1].i < 0 ? 0 : in[1].i, len = in[0].list->n;
+  if (len && reps > INT32_MAX / len)
+    return core_error(KILN_ERR_INVALID, "aten::mul: a list of %lld items repeated %lld times "
+                                        "is too long", (long long)len, (long long)reps);
+  int n = (int)(len * reps);
+  exec_value *items = core_alloc((size_t)(n ? n : 1) * sizeof *items);
+  if (!items) return KILN_ERR_NOMEM;
+  for (int64_t r = 0; r < reps; r++)
+    if (len) memcpy(items + r * len, in[0].list->items, (size_t)len * sizeof *items);
+  out[0] = exec_list_make(EXEC_V_LIST, items, n);
+  core_free(items);
+  return out[0].tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
+}
+
 NUMBER(p_div, IR_PRIM_DIV)
 NUMBER(p_floordiv, IR_PRIM_FLOORDIV)
 NUMBER(p_remainder, IR_PRIM_REMAINDER)

@@ -273,3 +273,35 @@ TEST(interp_int_edges) {
   kiln_function_free(f);
   kiln_scope_end();
 }
+
+/* list * int repeats the list (torchvision's StochasticDepth builds the
+ * noise shape [N] + [1] * (ndim - 1)); a count <= 0 gives []. */
+TEST(interp_list_times_int) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %n : int):\n"
+                            "  %one : int = prim::Constant[value=1]()\n"
+                            "  %two : int = prim::Constant[value=2]()\n"
+                            "  %l : int[] = prim::ListConstruct(%one)\n"
+                            "  %r : int[] = aten::mul(%l, %n)\n"
+                            "  %h : int[] = prim::ListConstruct(%two)\n"
+                            "  %s : int[] = aten::add(%h, %r)\n"
+                            "  %y : Tensor = aten::reshape(%x, %s)\n"
+                            "  return (%y)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  double xv[2] = {1, 2};
+  int64_t n = 2;
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F64);
+  for (int reps = -1; reps <= 3 && f; reps++) {
+    kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_INT, .i = reps}};
+    kiln_value out[1];
+    int k = kiln_function_call(f, in, 2, out, 1);
+    CHECK_MSG(k == 1, "%s", kiln_last_error());
+    if (k == 1) {
+      CHECK_EQ_INT(kiln_tensor_ndim(out[0].t), 1 + (reps > 0 ? reps : 0));
+      CHECK_EQ_INT(kiln_tensor_shape(out[0].t)[0], 2);
+    }
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
