@@ -384,7 +384,7 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
           rc = KILN_ERR_NOMEM;
           goto done;
         }
-        memcpy(v, a->ints.v, (size_t)a->ints.n * sizeof *v);
+        if (a->ints.n) memcpy(v, a->ints.v, (size_t)a->ints.n * sizeof *v); /* [] may be NULL */
         node->args[k].ints.v = v;
         h = core_hash_mix(h, (uint64_t)a->ints.n);
         for (int j = 0; j < a->ints.n; j++) h = core_hash_mix(h, (uint64_t)a->ints.v[j]);
