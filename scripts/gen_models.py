@@ -266,8 +266,9 @@ def tv(name, **kw):
 def efficientnet_b0_narrow():
     setting, last = torchvision.models.efficientnet._efficientnet_conf(
         'efficientnet_b0', width_mult=0.25, depth_mult=0.5)
-    return torchvision.models.efficientnet.EfficientNet(setting, 0.0, num_classes=10,
-                                                       last_channel=last)
+    # stochastic depth off too (its default 0.2 made training mode random)
+    return torchvision.models.efficientnet.EfficientNet(setting, 0.0, stochastic_depth_prob=0.0,
+                                                       num_classes=10, last_channel=last)
 
 
 def densenet121_narrow():
@@ -307,7 +308,7 @@ MODELS = {
     'shufflenet_v2_x0_5': (lambda: torchvision.models.ShuffleNetV2(
         [4, 8, 4], [24, 48, 96, 192, 256], num_classes=10), img(s=128), True),
     'densenet121': (densenet121_narrow, img(s=64), True),
-    'efficientnet_b0': (efficientnet_b0_narrow, img(), True),
+    'efficientnet_b0': (efficientnet_b0_narrow, img(b=4, s=64), True),
     'vgg11_bn': (vgg11_bn_narrow, img(), True),
     'transformer_encoder': (lambda: Encoder(True), [([2, 6, 32], 'float'), ([2, 6], 'pad')],
                             False),

@@ -187,6 +187,44 @@ static int p_is_floating(const exec_instr *x, exec_value *in, exec_value *out) {
   return 0;
 }
 
+static int p_is_nested(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (need_tensor(x, &in[0]) < 0) return -1;
+  out[0] = vb(false);
+  return 0;
+}
+
+static int p_is_grad_enabled(const exec_instr *x, exec_value *in, exec_value *out) {
+  (void)x;
+  (void)in;
+  out[0] = vb(kiln_is_grad_enabled());
+  return 0;
+}
+
+static int p_is_autocast_enabled(const exec_instr *x, exec_value *in, exec_value *out) {
+  (void)x;
+  (void)in;
+  out[0] = vb(false);
+  return 0;
+}
+
+/* TorchScript's str.find: negative start/end count from the end (end -1 is
+ * the end itself); -1 when sub is not in s[start:end]. */
+static int p_find(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (in[0].tag != EXEC_V_STR || in[1].tag != EXEC_V_STR || in[2].tag != EXEC_V_INT ||
+      in[3].tag != EXEC_V_INT)
+    return type_error(x, in, 4);
+  int64_t size = (int64_t)strlen(in[0].s), start = in[2].i, end = in[3].i;
+  if (start < 0) start = size + start < 0 ? 0 : size + start;
+  if (end < 0) end = size + end + 1 < 0 ? 0 : size + end + 1;
+  if (start > size) start = size;
+  if (end > size) end = size;
+  int64_t sub = (int64_t)strlen(in[1].s), r = -1;
+  for (int64_t i = start; r < 0 && i + sub <= end; i++)
+    if (memcmp(in[0].s + i, in[1].s, (size_t)sub) == 0) r = i;
+  out[0] = vi(r);
+  return 0;
+}
+
 /* item / ScalarImplicit: the number keeps the tensor's category. */
 static int p_item(const exec_instr *x, exec_value *in, exec_value *out) {
   double v;
@@ -382,7 +420,23 @@ static int p_add(const exec_instr *x, exec_value *in, exec_value *out) {
 }
 
 NUMBER(p_sub, IR_PRIM_SUB)
-NUMBER(p_mul, IR_PRIM_MUL)
+/* numbers, or list * n: the list repeated max(n, 0) times (Python's) */
+static int p_mul(const exec_instr *x, exec_value *in, exec_value *out) {
+  if (in[0].tag != EXEC_V_LIST || in[1].tag != EXEC_V_INT) return number(x, in, out, IR_PRIM_MUL);
+  int64_t reps = in[1].i < 0 ? 0 : in[1].i, len = in[0].list->n;
+  if (len && reps > INT32_MAX / len)
+    return core_error(KILN_ERR_INVALID, "aten::mul: a list of %lld items repeated %lld times "
+                                        "is too long", (long long)len, (long long)reps);
+  int n = (int)(len * reps);
+  exec_value *items = core_alloc((size_t)(n ? n : 1) * sizeof *items);
+  if (!items) return KILN_ERR_NOMEM;
+  for (int64_t r = 0; r < reps; r++)
+    if (len) memcpy(items + r * len, in[0].list->items, (size_t)len * sizeof *items);
+  out[0] = exec_list_make(EXEC_V_LIST, items, n);
+  core_free(items);
+  return out[0].tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
+}
+
 NUMBER(p_div, IR_PRIM_DIV)
 NUMBER(p_floordiv, IR_PRIM_FLOORDIV)
 NUMBER(p_remainder, IR_PRIM_REMAINDER)
@@ -542,6 +596,10 @@ const exec_prim_fn exec_prim_impl[IR_PRIM_COUNT] = {
     [IR_PRIM_DIM] = p_dim,
     [IR_PRIM_NUMEL] = p_numel,
     [IR_PRIM_LEN] = exec_prim_len,
+    [IR_PRIM_IS_NESTED] = p_is_nested,
+    [IR_PRIM_IS_GRAD_ENABLED] = p_is_grad_enabled,
+    [IR_PRIM_IS_AUTOCAST_ENABLED] = p_is_autocast_enabled,
+    [IR_PRIM_FIND] = p_find,
     [IR_PRIM_IS_FLOATING_POINT] = p_is_floating,
     [IR_PRIM_ITEM] = p_item,
     [IR_PRIM_SCALAR_IMPLICIT] = p_item,

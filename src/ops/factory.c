@@ -66,6 +66,12 @@ int op_zeros_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 int op_ones_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return one(filled("aten::ones", &a[0], 1, &a[1], KILN_DTYPE_F32), outs);
 }
+/* empty(size, dtype, layout, device, pin_memory, memory_format): PyTorch
+ * leaves the contents unspecified; kiln hands out zeros, so that no stale
+ * memory is ever read */
+int op_empty_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return one(filled("aten::empty", &a[0], 0, &a[1], KILN_DTYPE_F32), outs);
+}
 /* full(size, fill_value, dtype, ...): the dtype follows the value when None */
 int op_full_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (!op_val_is_num(&a[1]))

@@ -273,3 +273,77 @@ TEST(interp_int_edges) {
   kiln_function_free(f);
   kiln_scope_end();
 }
+
+/* list * int repeats the list (torchvision's StochasticDepth builds the
+ * noise shape [N] + [1] * (ndim - 1)); a count <= 0 gives []. */
+TEST(interp_list_times_int) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %n : int):\n"
+                            "  %one : int = prim::Constant[value=1]()\n"
+                            "  %two : int = prim::Constant[value=2]()\n"
+                            "  %l : int[] = prim::ListConstruct(%one)\n"
+                            "  %r : int[] = aten::mul(%l, %n)\n"
+                            "  %h : int[] = prim::ListConstruct(%two)\n"
+                            "  %s : int[] = aten::add(%h, %r)\n"
+                            "  %y : Tensor = aten::reshape(%x, %s)\n"
+                            "  return (%y)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  double xv[2] = {1, 2};
+  int64_t n = 2;
+  kiln_tensor *x = kiln_from_data(xv, 1, &n, KILN_DTYPE_F64);
+  for (int reps = -1; reps <= 3 && f; reps++) {
+    kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = x}, {.kind = KILN_VALUE_INT, .i = reps}};
+    kiln_value out[1];
+    int k = kiln_function_call(f, in, 2, out, 1);
+    CHECK_MSG(k == 1, "%s", kiln_last_error());
+    if (k == 1) {
+      CHECK_EQ_INT(kiln_tensor_ndim(out[0].t), 1 + (reps > 0 ? reps : 0));
+      CHECK_EQ_INT(kiln_tensor_shape(out[0].t)[0], 2);
+    }
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
+
+/* The builtins nn.MultiheadAttention / TransformerEncoderLayer graphs ask:
+ * str.find (TorchScript's bounds: start and end from the end when
+ * negative, end -1 the end itself), grad mode read at run time (twice, on
+ * and off: never folded into a constant), no autocast, no nested tensors. */
+TEST(interp_find_grad_mode_autocast_nested) {
+  static const char *text = "graph(%x : Tensor,\n"
+                            "      %start : int,\n"
+                            "      %end : int):\n"
+                            "  %s : str = prim::Constant[value=\"abcabc\"]()\n"
+                            "  %sub : str = prim::Constant[value=\"bc\"]()\n"
+                            "  %f : int = aten::find(%s, %sub, %start, %end)\n"
+                            "  %g : bool = aten::is_grad_enabled()\n"
+                            "  %a : bool = aten::is_autocast_enabled()\n"
+                            "  %n : bool = prim::is_nested(%x)\n"
+                            "  return (%f, %g, %a, %n)\n";
+  kiln_scope_begin();
+  kiln_function *f = fn_of(text);
+  kiln_tensor *x = kiln_zeros(1, (int64_t[]){2}, KILN_DTYPE_F32);
+  /* (start, end) -> Python's "abcabc".find("bc", start, end) with end -1 the end */
+  static const int64_t cases[][3] = {{0, -1, 1}, {2, -1, 4}, {-2, -1, 4}, {0, 2, -1},
+                                     {0, 3, 1},  {5, -1, -1}, {9, 20, -1}, {-9, -1, 1}};
+  for (int c = 0; c < 8 && f; c++) {
+    bool grad = c % 2 == 0;
+    bool prev = kiln_set_grad_enabled(grad);
+    kiln_value in[3] = {{.kind = KILN_VALUE_TENSOR, .t = x},
+                        {.kind = KILN_VALUE_INT, .i = cases[c][0]},
+                        {.kind = KILN_VALUE_INT, .i = cases[c][1]}};
+    kiln_value out[4];
+    int k = kiln_function_call(f, in, 3, out, 4);
+    kiln_set_grad_enabled(prev);
+    CHECK_MSG(k == 4, "%s", kiln_last_error());
+    if (k != 4) break;
+    CHECK_MSG(out[0].kind == KILN_VALUE_INT && out[0].i == cases[c][2], "find(%lld, %lld) = %lld",
+              (long long)cases[c][0], (long long)cases[c][1], (long long)out[0].i);
+    CHECK(out[1].kind == KILN_VALUE_BOOL && out[1].b == grad);
+    CHECK(out[2].kind == KILN_VALUE_BOOL && !out[2].b);
+    CHECK(out[3].kind == KILN_VALUE_BOOL && !out[3].b);
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
