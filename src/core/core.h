@@ -89,7 +89,8 @@ bool core_log_enabled(const char *var, const char *name);
 typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_device;
 
 /* Refcounted memory. A storage's version counter is shared by all views of
- * it: in-place writes bump it, autograd compares it (Note [Saved versions]). */
+ * it: in-place writes bump it, autograd compares it when it unpacks a
+ * saved tensor (src/autograd/node.c). */
 typedef struct core_storage {
   int refcount;
   uint32_t version;
@@ -132,6 +133,13 @@ struct kiln_tensor {
  *   op_is_leaf_hook: src/autograd/node.c
  *   op_lazy_hook: src/lazy/record.c
  *   op_lazy_copy_hook: src/lazy/record.c
+ *   op_rebase_history_hook: src/autograd/inplace.c
+ *   op_view_of_hook: src/autograd/inplace.c
+ *   op_lazy_write_hook: src/lazy/record.c
+ * One hook is set at run time instead: op_all_reduce_hook
+ * (src/ops/collective.h), by kiln_dist_init and kiln_dist_finalize in
+ * src/dist/comm.c, NULL while MPI is not initialised (Note [All-reduce
+ * node] in src/ops/collective.c); the script does not read it.
  * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
  * functions in src/autograd/engine.c write it.) Callers test a hook for
  * NULL, or call it only on a tensor the upper layer made (a lazy tensor
