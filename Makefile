@@ -1,5 +1,6 @@
-# kiln: one GNU Makefile. Targets: all, test, test SAN=1, bench, check, run,
-# install, clean. Objects go to build/ (build-san/ for SAN=1).
+# kiln: one GNU Makefile. Targets: all, test, test SAN=1, test-python,
+# test-mpi, bench, bench-compare, check, run, fuzz, install, uninstall,
+# clean. Objects go to build/ (build-san/ for SAN=1, build-mpi/ for MPI=1).
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0

@@ -5,7 +5,8 @@
  * the manual; sections follow the library's layers, bottom-up.
  *
  * Memory. Tensors are refcounted handles. Every function that returns a
- * tensor returns a NEW reference. Inside a scope (kiln_scope_begin/end) new
+ * tensor returns a NEW reference, unless its comment says BORROWED
+ * (kiln_tensor_grad, a module's parameters, ...). Inside a scope (kiln_scope_begin/end) new
  * tensors are also registered with the scope, which releases them when it
  * ends; kiln_keep(t) takes an extra reference so t outlives the scope (the
  * caller then releases it). Outside any scope the caller owns the returned

@@ -1,7 +1,7 @@
 /* tools/kiln.c: the `kiln` command: run IR graphs from files, print them,
- * and dispatch train, eval and bench. Every subcommand's options are one
- * table (tools/cli.h); `kiln help COMMAND` and `kiln COMMAND --help`
- * print it. Uses the public API only. */
+ * and dispatch train, eval and bench. Every subcommand's options but
+ * bench's (parsed by bench/bench_main.c) are one table (tools/cli.h);
+ * `kiln help COMMAND` and `kiln COMMAND --help` print it. Uses the public API only. */
 #include <errno.h>
 #include <limits.h>
 #include <limits.h>

@@ -6,7 +6,7 @@ libkiln.so; no compiler needed).
     w = kiln.randn(3, 4, requires_grad=True)
     loss = (x @ w).relu().sum()
     loss.backward(); w.grad                               # a kiln.Tensor
-    with kiln.no_grad(): w -= 0.1 * w.grad                # ...
+    with kiln.no_grad(): w.sub_(0.1 * w.grad)             # in place: w stays the leaf
 
 Modules: kiln.jit (TorchScript graphs and the profiling executor),
 kiln.lazy (lazy tensors), kiln.nn (layers, models, optimizers, train()).

@@ -89,7 +89,8 @@ bool core_log_enabled(const char *var, const char *name);
 typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_device;
 
 /* Refcounted memory. A storage's version counter is shared by all views of
- * it: in-place writes bump it, autograd compares it (Note [Saved versions]). */
+ * it: in-place writes bump it, autograd compares it when it unpacks a
+ * saved tensor (src/autograd/node.c). */
 typedef struct core_storage {
   int refcount;
   uint32_t version;
@@ -136,10 +137,11 @@ struct kiln_tensor {
  *   op_rebase_history_hook: src/autograd/inplace.c
  *   op_view_of_hook: src/autograd/inplace.c
  *   op_all_reduce_hook: src/dist/comm.c
- * (op_all_reduce_hook, declared in src/ops/collective.h, is the one hook
- * not set by a constructor: kiln_dist_init sets it and kiln_dist_finalize
- * clears it, so aten::kiln_all_reduce on one process without MPI is a
- * plain copy.) (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
+ * op_all_reduce_hook (src/ops/collective.h) is the one hook set at run
+ * time instead of by a constructor: kiln_dist_init sets it and
+ * kiln_dist_finalize clears it, NULL while MPI is not initialised (Note
+ * [All-reduce node] in src/ops/collective.c).
+ * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
  * functions in src/autograd/engine.c write it.) Callers test a hook for
  * NULL, or call it only on a tensor the upper layer made (a lazy tensor
  * exists only where the lazy layer does). */

@@ -168,8 +168,8 @@ static uint64_t fnv(uint64_t h, const char *s) {
 
 /* This CPU, as /proc/cpuinfo names its first processor (vendor, family,
  * model, feature flags), hashed: part of every kernel's source, so a kept
- * kernel (Note [Kernel files]) built with -march=native for one CPU is
- * never loaded on another (a home directory shared by a cluster's
+ * kernel (Note [Kernel files]) built with one CPU level's -march for one
+ * CPU is never loaded on another (a home directory shared by a cluster's
  * machines). */
 static uint64_t cpu_key(void) {
   static uint64_t key;
@@ -325,7 +325,7 @@ static void read_err(const char *path, char *buf, size_t cap) {
  * <dir> is $KILN_CACHE_DIR (empty or "off": none), else
  * $XDG_CACHE_HOME/kiln, else ~/.cache/kiln; the hash covers the compiler's
  * name, its flags and the source, whose first line names this CPU
- * (cpu_key: -march=native code must not run on another). A later process (the next training run,
+ * (cpu_key: code built for one CPU must not run on another). A later process (the next training run,
  * each bench workload) loads the file instead of paying the compiler's
  * 50 ms again, as Inductor and numba's cache=True do. A file is used only
  * when the source beside it equals this kernel's, byte for byte (a hash

@@ -9,7 +9,7 @@
 
 enum { LAZY_DATA = -1 };
 
-/* How each argument of a recorded op is bound (Note [Lazy arguments]):
+/* How each argument of a recorded op is bound:
  * constants are part of the node (and its hash); tensors and Scalars are
  * operands: edges to other nodes. A Scalar operand is a 0-d device data
  * node whose value is not hashed, so changing a learning rate between
