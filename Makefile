@@ -174,13 +174,16 @@ bench-compare: $(BUILD)/bench_kiln
 # Fuzzing (libFuzzer, clang): each target of fuzz/ runs FUZZ_TIME seconds
 # (default 60) from its seeds; new inputs collect in build-fuzz/corpus/, a
 # crash leaves its input in build-fuzz/ and fails the target.
-FUZZ_TARGETS := ir run npy safetensors idx
+FUZZ_TARGETS := ir run npy safetensors idx checkpoint cli lazy
 FUZZ_TIME ?= 60
 FUZZ_SEEDS_ir := tests/data/ir
 FUZZ_SEEDS_run := tests/data/ir fuzz/seeds/run
 FUZZ_SEEDS_npy := fuzz/seeds/npy tests/data/npy
 FUZZ_SEEDS_safetensors := fuzz/seeds/safetensors
 FUZZ_SEEDS_idx := fuzz/seeds/idx
+FUZZ_SEEDS_checkpoint := fuzz/seeds/checkpoint
+FUZZ_SEEDS_cli := fuzz/seeds/cli
+FUZZ_SEEDS_lazy := fuzz/seeds/lazy
 
 fuzz:
 	@sh scripts/deps.sh --fuzz
@@ -198,7 +201,9 @@ fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 	  ./$(BUILD)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 \
 	    -artifact_prefix=$(BUILD)/$$t- -print_final_stats=1 \
 	    $(BUILD)/corpus/$$t $$(case $$t in ir) echo $(FUZZ_SEEDS_ir);; run) echo $(FUZZ_SEEDS_run);; npy) echo $(FUZZ_SEEDS_npy);; \
-	      safetensors) echo $(FUZZ_SEEDS_safetensors);; idx) echo $(FUZZ_SEEDS_idx);; esac) \
+	      safetensors) echo $(FUZZ_SEEDS_safetensors);; idx) echo $(FUZZ_SEEDS_idx);; \
+	      checkpoint) echo $(FUZZ_SEEDS_checkpoint);; cli) echo $(FUZZ_SEEDS_cli);; \
+	      lazy) echo $(FUZZ_SEEDS_lazy);; esac) \
 	    2>&1 | grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit" ; \
 	  [ -z "$$(ls $(BUILD)/$$t-* 2>/dev/null)" ] || { echo "fuzz: $$t crashed: $$(ls $(BUILD)/$$t-*)"; exit 1; }; \
 	done

@@ -1,5 +1,6 @@
 /* src/core/cpu.c: choosing the instruction-set level of the hot kernels at
  * first use (Note [CPU levels] in cpu.h). */
+#include <cpuid.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,13 @@ const char *core_cpu_level_name(int level) {
   return level >= 0 && level < CORE_CPU_LEVELS ? names[level] : "?";
 }
 
+/* F16C by cpuid leaf 1: clang 14's __builtin_cpu_supports has no "f16c"
+ * (the libFuzzer build, make fuzz, is clang's). */
+static bool has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+
 int core_cpu_max_level(void) {
   static int max = -1;
   if (max >= 0) return max;
@@ -21,7 +29,7 @@ int core_cpu_max_level(void) {
   /* libgcc's checks include the OS's support (XCR0) for the ymm/zmm state */
   bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
-            __builtin_cpu_supports("f16c") && __builtin_cpu_supports("popcnt");
+            has_f16c() && __builtin_cpu_supports("popcnt");
   bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl");

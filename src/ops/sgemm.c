@@ -60,9 +60,13 @@ float *op_sgemm_pack(int which, size_t n) {
 }
 
 /* ---- the AVX-512 kernel ----------------------------------------------------- */
+#ifdef __clang__ /* clang has no GCC target pragma (the fuzz build, make fuzz) */
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl",                        \
                   "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt") /* CORE_TARGET_AVX512 */
+#endif
 
 enum { MR = 12, NR = 32, KC = 256, MC = 144, NC = 2048 };
 #define PANEL ((__mmask16)((1u << MR) - 1)) /* the MR lanes of an A panel row */
@@ -239,7 +243,11 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
   return true;
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 /* ---- dispatch ---------------------------------------------------------------- */
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -18,8 +18,12 @@
 
 #include "op.h"
 
+#ifdef __clang__ /* clang has no GCC target pragma (the fuzz build, make fuzz) */
+#pragma clang attribute push(__attribute__((target("avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt")
+#endif
 
 enum { MR = 6, NR = 16, KC = 384, MC = 144, NC = 2048 };
 /* A panels are stored with 8-wide stores of which MR lanes count (the next
@@ -228,4 +232,8 @@ bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
   return true;
 }
 
+#ifdef __clang__
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
