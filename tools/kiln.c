@@ -228,6 +228,7 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "kiln: out of memory\n");
     goto out;
   }
+  memset(&ra, 0, sizeof ra); /* a second call in one process starts afresh */
   ra.runs = 1;
   char **pos;
   int n_pos, prc = cli_parse(&run_cmd, argc, argv, &pos, &n_pos);

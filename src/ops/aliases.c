@@ -24,27 +24,21 @@ int op_reciprocal_grad(op_grad_ctx *g) {
 
 /* ---- decompositions ------------------------------------------------------- */
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return -1;
-  outs[0] = t;
-  return 1;
-}
-
 int op_sum_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_SUM, (op_val[]){a[0], OPV_NONE, OPV_B(false), a[1]}, 4), outs);
+  return op_out1(op_call1(KILN_OP_SUM, (op_val[]){a[0], OPV_NONE, OPV_B(false), a[1]}, 4), outs);
 }
 
 int op_mean_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_MEAN, (op_val[]){a[0], OPV_NONE, OPV_B(false), a[1]}, 4), outs);
+  return op_out1(op_call1(KILN_OP_MEAN, (op_val[]){a[0], OPV_NONE, OPV_B(false), a[1]}, 4), outs);
 }
 
 int op_max_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   static const int64_t none[1] = {0};
-  return one(op_call1(KILN_OP_AMAX, (op_val[]){a[0], OPV_INTS(none, 0), OPV_B(false)}, 3), outs);
+  return op_out1(op_call1(KILN_OP_AMAX, (op_val[]){a[0], OPV_INTS(none, 0), OPV_B(false)}, 3), outs);
 }
 
 int op_squeeze_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_SQUEEZE, (op_val[]){a[0], OPV_NONE}, 2), outs);
+  return op_out1(op_call1(KILN_OP_SQUEEZE, (op_val[]){a[0], OPV_NONE}, 2), outs);
 }
 
 int op_flatten_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -65,7 +59,7 @@ int op_flatten_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   for (int i = s; i <= e && i < t->ndim; i++) m *= t->shape[i];
   shape[k++] = m;
   for (int i = e + 1; i < nd && i < t->ndim; i++) shape[k++] = t->shape[i];
-  return one(op_call1(KILN_OP_RESHAPE, (op_val[]){a[0], OPV_INTS(shape, k)}, 2), outs);
+  return op_out1(op_call1(KILN_OP_RESHAPE, (op_val[]){a[0], OPV_INTS(shape, k)}, 2), outs);
 }
 
 int op_broadcast_tensors_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {

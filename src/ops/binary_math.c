@@ -281,11 +281,6 @@ int op_floor_divide_grad(op_grad_ctx *g) {
 #undef GO
 
 /* ---- decompositions ------------------------------------------------------- */
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
 static bool is_int_like(const op_val *v) {
   if (v->tag == OP_VAL_TENSOR) return !core_dtype_is_floating(v->t->dtype);
   return v->tag == OP_VAL_INT || v->tag == OP_VAL_BOOL;
@@ -297,44 +292,44 @@ int op_div_mode_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *mode = a[2].tag == OP_VAL_STR ? a[2].s : NULL;
   if (a[2].tag != OP_VAL_NONE && a[2].tag != OP_VAL_STR)
     return core_error(KILN_ERR_INVALID, "aten::div: rounding_mode must be a string or None");
-  if (!mode) return one(op_call1(KILN_OP_DIV, a, 2), outs);
-  if (!strcmp(mode, "floor")) return one(op_call1(KILN_OP_FLOOR_DIVIDE, a, 2), outs);
+  if (!mode) return op_out1(op_call1(KILN_OP_DIV, a, 2), outs);
+  if (!strcmp(mode, "floor")) return op_out1(op_call1(KILN_OP_FLOOR_DIVIDE, a, 2), outs);
   if (strcmp(mode, "trunc"))
     return core_error(KILN_ERR_INVALID, "aten::div: expected rounding_mode to be one of None, "
                                         "'trunc', or 'floor' but found '%s'", mode);
   bool ints = is_int_like(&a[0]) && is_int_like(&a[1]);
-  if (!ints) return one(op_call1(KILN_OP_TRUNC, (op_val[]){OPV_T(op_call1(KILN_OP_DIV, a, 2))}, 1), outs);
+  if (!ints) return op_out1(op_call1(KILN_OP_TRUNC, (op_val[]){OPV_T(op_call1(KILN_OP_DIV, a, 2))}, 1), outs);
   /* integers: a - fmod(a, b) is an exact multiple of b */
   kiln_tensor *m = op_call1(KILN_OP_FMOD, a, 2);
   if (!m) return KILN_ERR_INVALID;
   kiln_tensor *num = op_call1(KILN_OP_SUB, (op_val[]){a[0], OPV_T(m), OPV_I(1)}, 3);
   kiln_tensor *q = num ? op_call1(KILN_OP_FLOOR_DIVIDE, (op_val[]){OPV_T(num), a[1]}, 2) : NULL;
-  return one(q, outs);
+  return op_out1(q, outs);
 }
 
 int op_true_divide_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_DIV, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_DIV, a, 2), outs);
 }
 int op_and_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_BITWISE_AND, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_BITWISE_AND, a, 2), outs);
 }
 int op_or_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_BITWISE_OR, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_BITWISE_OR, a, 2), outs);
 }
 int op_xor_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_BITWISE_XOR, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_BITWISE_XOR, a, 2), outs);
 }
 int op_lshift_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_BITWISE_LEFT_SHIFT, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_BITWISE_LEFT_SHIFT, a, 2), outs);
 }
 int op_rshift_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_BITWISE_RIGHT_SHIFT, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_BITWISE_RIGHT_SHIFT, a, 2), outs);
 }
 int op_max_other_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_MAXIMUM, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_MAXIMUM, a, 2), outs);
 }
 int op_min_other_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_MINIMUM, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_MINIMUM, a, 2), outs);
 }
 
 /* clamp with tensor bounds: minimum(maximum(x, min), max) */
@@ -350,16 +345,16 @@ int op_clamp_tensor_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
     r = op_call1(KILN_OP_MAXIMUM, (op_val[]){OPV_T(r), a[1]}, 2);
   if (r && a[2].tag != OP_VAL_NONE)
     r = op_call1(KILN_OP_MINIMUM, (op_val[]){OPV_T(r), a[2]}, 2);
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 /* clamp_min/clamp_max with a number: clamp; with a tensor: maximum/minimum */
 int op_clamp_min_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  if (a[1].tag == OP_VAL_TENSOR) return one(op_call1(KILN_OP_MAXIMUM, a, 2), outs);
-  return one(op_call1(KILN_OP_CLAMP, (op_val[]){a[0], a[1], OPV_NONE}, 3), outs);
+  if (a[1].tag == OP_VAL_TENSOR) return op_out1(op_call1(KILN_OP_MAXIMUM, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_CLAMP, (op_val[]){a[0], a[1], OPV_NONE}, 3), outs);
 }
 int op_clamp_max_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  if (a[1].tag == OP_VAL_TENSOR) return one(op_call1(KILN_OP_MINIMUM, a, 2), outs);
-  return one(op_call1(KILN_OP_CLAMP, (op_val[]){a[0], OPV_NONE, a[1]}, 3), outs);
+  if (a[1].tag == OP_VAL_TENSOR) return op_out1(op_call1(KILN_OP_MINIMUM, a, 2), outs);
+  return op_out1(op_call1(KILN_OP_CLAMP, (op_val[]){a[0], OPV_NONE, a[1]}, 3), outs);
 }
 
 /* lerp(start, end, weight) = start + weight (end - start) */
@@ -371,7 +366,7 @@ int op_lerp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     return rc;
   kiln_tensor *d = kiln_sub(e, s);
   kiln_tensor *w = d ? op_call1(KILN_OP_MUL, (op_val[]){a[2], OPV_T(d)}, 2) : NULL;
-  return one(w ? kiln_add(s, w) : NULL, outs);
+  return op_out1(w ? kiln_add(s, w) : NULL, outs);
 }
 /* addcmul(self, t1, t2, value) = self + value t1 t2; addcdiv with t1 / t2 */
 static int addc(const char *fn, const op_val *a, kiln_tensor **outs, int op) {
@@ -387,7 +382,7 @@ static int addc(const char *fn, const op_val *a, kiln_tensor **outs, int op) {
                                         "supported", fn);
   kiln_tensor *p = op_call1(op, (op_val[]){OPV_T(t1), OPV_T(t2)}, 2);
   if (!p) return KILN_ERR_INVALID;
-  return one(op_call1(KILN_OP_ADD, (op_val[]){OPV_T(s), OPV_T(p), a[3]}, 3), outs);
+  return op_out1(op_call1(KILN_OP_ADD, (op_val[]){OPV_T(s), OPV_T(p), a[3]}, 3), outs);
 }
 int op_addcmul_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return addc("aten::addcmul", a, outs, KILN_OP_MUL);
@@ -406,7 +401,7 @@ int op_float_power_decompose(const op_val *a, int n, kiln_tensor **outs, int max
     return KILN_ERR_INVALID;
   if (x.tag != OP_VAL_TENSOR && e.tag == OP_VAL_TENSOR)
     x = OPV_T(kiln_scalar(x.f, KILN_DTYPE_F64));
-  return one(op_call1(KILN_OP_POW, (op_val[]){x, e}, 2), outs);
+  return op_out1(op_call1(KILN_OP_POW, (op_val[]){x, e}, 2), outs);
 }
 /* ldexp(x, e) = x * 2^e (a float result) */
 int op_ldexp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -416,7 +411,7 @@ int op_ldexp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
       (rc = op_arg_tensor("aten::ldexp", &a[1], "other", &e)) < 0)
     return rc;
   kiln_tensor *p = op_call1(KILN_OP_EXP2, (op_val[]){OPV_T(e)}, 1);
-  return one(p ? kiln_mul(x, p) : NULL, outs);
+  return op_out1(p ? kiln_mul(x, p) : NULL, outs);
 }
 int op_clamp_min_t_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_clamp_min_decompose(a, n, outs, max);

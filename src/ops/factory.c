@@ -7,12 +7,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-
 /* A ScalarType? argument: None gives dflt. */
 static int dtype_arg(const op_val *v, kiln_dtype dflt, kiln_dtype *out) {
   if (v->tag == OP_VAL_NONE) {
@@ -61,22 +55,22 @@ static kiln_tensor *filled(const char *fn, const op_val *size, double value, con
 
 /* zeros/ones(size, dtype, layout, device, pin_memory) */
 int op_zeros_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(filled("aten::zeros", &a[0], 0, &a[1], KILN_DTYPE_F32), outs);
+  return op_out1(filled("aten::zeros", &a[0], 0, &a[1], KILN_DTYPE_F32), outs);
 }
 int op_ones_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(filled("aten::ones", &a[0], 1, &a[1], KILN_DTYPE_F32), outs);
+  return op_out1(filled("aten::ones", &a[0], 1, &a[1], KILN_DTYPE_F32), outs);
 }
 /* empty(size, dtype, layout, device, pin_memory, memory_format): PyTorch
  * leaves the contents unspecified; kiln hands out zeros, so that no stale
  * memory is ever read */
 int op_empty_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(filled("aten::empty", &a[0], 0, &a[1], KILN_DTYPE_F32), outs);
+  return op_out1(filled("aten::empty", &a[0], 0, &a[1], KILN_DTYPE_F32), outs);
 }
 /* full(size, fill_value, dtype, ...): the dtype follows the value when None */
 int op_full_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (!op_val_is_num(&a[1]))
     return core_error(KILN_ERR_INVALID, "aten::full: fill_value must be a number");
-  return one(filled("aten::full", &a[0], op_val_num(&a[1]), &a[2], value_dtype(&a[1])), outs);
+  return op_out1(filled("aten::full", &a[0], op_val_num(&a[1]), &a[2], value_dtype(&a[1])), outs);
 }
 /* new_zeros/new_ones(self, size, dtype, ...): self's dtype when None */
 static int new_filled(const char *fn, const op_val *a, double v, const op_val *dt,
@@ -84,7 +78,7 @@ static int new_filled(const char *fn, const op_val *a, double v, const op_val *d
   kiln_tensor *t;
   int rc = op_arg_tensor(fn, &a[0], "self", &t);
   if (rc < 0) return rc;
-  return one(filled(fn, &a[1], v, dt, t->dtype), outs);
+  return op_out1(filled(fn, &a[1], v, dt, t->dtype), outs);
 }
 int op_new_zeros_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return new_filled("aten::new_zeros", a, 0, &a[2], outs);
@@ -106,7 +100,7 @@ int op_full_like_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   if (!op_val_is_num(&a[1]))
     return core_error(KILN_ERR_INVALID, "aten::full_like: fill_value must be a number");
   if ((rc = dtype_arg(&a[2], t->dtype, &d)) < 0) return rc;
-  return one(kiln_full(t->ndim, t->shape, op_val_num(&a[1]), d), outs);
+  return op_out1(kiln_full(t->ndim, t->shape, op_val_num(&a[1]), d), outs);
 }
 
 /* arange: int64 when every bound is an int, else float32 (or dtype). */
@@ -127,7 +121,7 @@ static int arange(const op_val *start, const op_val *end, const op_val *step, co
   if ((st > 0 && e < s) || (st < 0 && e > s))
     return core_error(KILN_ERR_INVALID, "%s: upper bound and larger bound inconsistent with step "
                                         "sign", fn);
-  return one(kiln_arange(s, e, st, d), outs);
+  return op_out1(kiln_arange(s, e, st, d), outs);
 }
 int op_arange_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return arange(NULL, &a[0], NULL, &a[1], outs);
@@ -164,7 +158,7 @@ int op_linspace_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     for (int64_t i = 0; i < steps; i++)
       p[i] = i < half ? fs + fstep * (float)i : fe - fstep * (float)(steps - 1 - i);
   }
-  return one(kiln_to_dtype(t, d), outs);
+  return op_out1(kiln_to_dtype(t, d), outs);
 }
 
 /* eye(n, m=n, dtype, ...) */
@@ -183,7 +177,7 @@ static int eye(const op_val *nv, const op_val *mv, const op_val *dt, kiln_tensor
   if (!t) return KILN_ERR_NOMEM;
   double *p = kiln_tensor_data(t);
   for (int64_t i = 0; i < sh[0] && i < sh[1]; i++) p[i * sh[1] + i] = 1;
-  return one(kiln_to_dtype(t, d), outs);
+  return op_out1(kiln_to_dtype(t, d), outs);
 }
 int op_eye_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return eye(&a[0], NULL, &a[1], outs);

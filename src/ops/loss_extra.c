@@ -9,11 +9,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
 static int t2(const char *fn, const op_val *a, kiln_tensor **x, kiln_tensor **y) {
   int rc;
   if ((rc = op_arg_tensor(fn, &a[0], "self", x)) < 0 ||
@@ -36,7 +31,7 @@ static kiln_tensor *reduce(const char *fn, kiln_tensor *l, const op_val *r) {
 int op_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
   int rc = t2("aten::l1_loss", a, &x, &y);
-  return rc < 0 ? rc : one(reduce("aten::l1_loss", kiln_abs(kiln_sub(x, y)), &a[2]), outs);
+  return rc < 0 ? rc : op_out1(reduce("aten::l1_loss", kiln_abs(kiln_sub(x, y)), &a[2]), outs);
 }
 /* smooth_l1: |d| < beta ? d^2 / (2 beta) : |d| - beta / 2 (beta 0: l1) */
 int op_smooth_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -49,10 +44,10 @@ int op_smooth_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int 
                                         "negative values for beta.");
   kiln_tensor *d = kiln_abs(kiln_sub(x, y));
   if (!d) return KILN_ERR_INVALID;
-  if (beta == 0) return one(reduce("aten::smooth_l1_loss", d, &a[2]), outs);
+  if (beta == 0) return op_out1(reduce("aten::smooth_l1_loss", d, &a[2]), outs);
   kiln_tensor *q = kiln_mul_scalar(kiln_mul(d, d), 0.5 / beta), *l = kiln_add_scalar(d, -0.5 * beta);
   kiln_tensor *c = op_call1(KILN_OP_LT, (op_val[]){OPV_T(d), OPV_F(beta)}, 2);
-  return one(reduce("aten::smooth_l1_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
+  return op_out1(reduce("aten::smooth_l1_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
 }
 /* huber: |d| < delta ? d^2 / 2 : delta (|d| - delta / 2) */
 int op_huber_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -68,7 +63,7 @@ int op_huber_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   kiln_tensor *q = kiln_mul_scalar(kiln_mul(d, d), 0.5);
   kiln_tensor *l = kiln_mul_scalar(kiln_add_scalar(d, -0.5 * delta), delta);
   kiln_tensor *c = op_call1(KILN_OP_LT, (op_val[]){OPV_T(d), OPV_F(delta)}, 2);
-  return one(reduce("aten::huber_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
+  return op_out1(reduce("aten::huber_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
 }
 /* bce with logits: (1 - t) x + (1 + (pw - 1) t) (log1p(e^-|x|) + max(-x, 0)), weighted */
 int op_bce_logits_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -83,7 +78,7 @@ int op_bce_logits_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                        : NULL;
   kiln_tensor *l = kiln_add(kiln_mul(kiln_add_scalar(kiln_neg(t), 1.0), x), w ? kiln_mul(w, sp) : sp);
   if (l && a[2].tag == OP_VAL_TENSOR) l = kiln_mul(l, a[2].t);
-  return one(reduce(fn, l, &a[4]), outs);
+  return op_out1(reduce(fn, l, &a[4]), outs);
 }
 /* bce: -w (t log(x) + (1 - t) log(1 - x)), logs clamped at -100 */
 int op_bce_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -95,7 +90,7 @@ int op_bce_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *l1x = kiln_clamp(op_call1(KILN_OP_LOG1P, (op_val[]){OPV_T(kiln_neg(x))}, 1), -100, NAN);
   kiln_tensor *l = kiln_neg(kiln_add(kiln_mul(t, lx), kiln_mul(kiln_add_scalar(kiln_neg(t), 1.0), l1x)));
   if (l && a[2].tag == OP_VAL_TENSOR) l = kiln_mul(l, a[2].t);
-  return one(reduce(fn, l, &a[3]), outs);
+  return op_out1(reduce(fn, l, &a[3]), outs);
 }
 /* kl_div(input, target, reduction, log_target): target (log target - input),
  * xlogy form so zero targets give 0; reduction mean is over all elements */
@@ -107,7 +102,7 @@ int op_kl_div_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *l = log_t ? kiln_mul(kiln_exp(t), kiln_sub(t, x))
                          : kiln_sub(op_call1(KILN_OP_XLOGY, (op_val[]){OPV_T(t), OPV_T(t)}, 2),
                                     kiln_mul(t, x));
-  return one(reduce("aten::kl_div", l, &a[2]), outs);
+  return op_out1(reduce("aten::kl_div", l, &a[2]), outs);
 }
 
 /* ---- norms and distances -------------------------------------------------------------- */
@@ -143,7 +138,7 @@ int op_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = op_arg_tensor("aten::norm", &a[0], "self", &x);
   if (rc < 0) return rc;
-  return one(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, NULL, 0, false), outs);
+  return op_out1(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, NULL, 0, false), outs);
 }
 int op_norm_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -151,7 +146,7 @@ int op_norm_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   int64_t dims[KILN_MAX_DIMS];
   int nd = dims_of(&a[2], dims);
-  return one(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, dims, nd,
+  return op_out1(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, dims, nd,
                    a[3].tag == OP_VAL_BOOL && a[3].b),
              outs);
 }
@@ -161,7 +156,7 @@ int op_vector_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max
   if (rc < 0) return rc;
   int64_t dims[KILN_MAX_DIMS];
   int nd = dims_of(&a[2], dims);
-  return one(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, dims, nd,
+  return op_out1(pnorm(x, op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 2, dims, nd,
                    a[3].tag == OP_VAL_BOOL && a[3].b),
              outs);
 }
@@ -177,7 +172,7 @@ int op_cosine_similarity_decompose(const op_val *a, int n, kiln_tensor **outs, i
   kiln_tensor *w12 = kiln_sum(kiln_mul(x, y), &d, 1, false);
   kiln_tensor *w1 = kiln_sum(kiln_mul(x, x), &d, 1, false), *w2 = kiln_sum(kiln_mul(y, y), &d, 1, false);
   kiln_tensor *den = w1 && w2 ? kiln_sqrt(kiln_clamp(kiln_mul(w1, w2), eps * eps, NAN)) : NULL;
-  return one(w12 && den ? kiln_div(w12, den) : NULL, outs);
+  return op_out1(w12 && den ? kiln_div(w12, den) : NULL, outs);
 }
 /* pairwise_distance(x1, x2, p, eps, keepdim) = ||x1 - x2 + eps||_p over the last dim */
 int op_pairwise_distance_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -191,8 +186,8 @@ int op_pairwise_distance_decompose(const op_val *a, int n, kiln_tensor **outs, i
   if (!d) return KILN_ERR_INVALID;
   int64_t last = d->ndim ? d->ndim - 1 : 0;
   bool keep = a[4].tag == OP_VAL_BOOL && a[4].b;
-  if (d->ndim == 0) return one(pnorm(d, p, NULL, 0, false), outs);
-  return one(pnorm(d, p, &last, 1, keep), outs);
+  if (d->ndim == 0) return op_out1(pnorm(d, p, NULL, 0, false), outs);
+  return op_out1(pnorm(d, p, &last, 1, keep), outs);
 }
 
 /* ---- one_hot, pixel shuffles, round(decimals) ------------------------------------------------ */
@@ -219,7 +214,7 @@ int op_one_hot_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (k < 0) return core_error(KILN_ERR_INVALID, "%s: num_classes should be positive", fn);
   kiln_tensor *c = kiln_arange(0, (double)k, 1, KILN_DTYPE_I64);
   kiln_tensor *e = c ? kiln_eq(kiln_unsqueeze(x, x->ndim), c) : NULL;
-  return one(e ? kiln_to_dtype(e, KILN_DTYPE_I64) : NULL, outs);
+  return op_out1(e ? kiln_to_dtype(e, KILN_DTYPE_I64) : NULL, outs);
 }
 /* pixel_shuffle: [.., C r^2, H, W] -> [.., C, H r, W r] */
 static int shuffle(const char *fn, const op_val *a, bool down, kiln_tensor **outs) {
@@ -251,7 +246,7 @@ static int shuffle(const char *fn, const op_val *a, bool down, kiln_tensor **out
     for (int i = 0; i < 3; i++) out[b + i] = o[i];
   }
   kiln_tensor *t = kiln_permute(kiln_reshape(x, b + 5, sh), b + 5, perm);
-  return one(t ? kiln_reshape(t, b + 3, out) : NULL, outs);
+  return op_out1(t ? kiln_reshape(t, b + 3, out) : NULL, outs);
 }
 int op_pixel_shuffle_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return shuffle("aten::pixel_shuffle", a, false, outs);
@@ -265,7 +260,7 @@ int op_round_decimals_decompose(const op_val *a, int n, kiln_tensor **outs, int 
   int rc = op_arg_tensor("aten::round", &a[0], "self", &x);
   if (rc < 0) return rc;
   int64_t d = a[1].tag == OP_VAL_INT ? a[1].i : 0;
-  if (d == 0) return one(op_call1(KILN_OP_ROUND, a, 1), outs);
+  if (d == 0) return op_out1(op_call1(KILN_OP_ROUND, a, 1), outs);
   if (!core_dtype_is_floating(x->dtype))
     return core_error(KILN_ERR_INVALID, "aten::round: round_cpu not implemented for '%s' with "
                                         "decimals", kiln_dtype_name(x->dtype));
@@ -273,7 +268,7 @@ int op_round_decimals_decompose(const op_val *a, int n, kiln_tensor **outs, int 
   if (x->dtype == KILN_DTYPE_F32) p = (float)p;
   kiln_tensor *s = d > 0 ? kiln_mul_scalar(x, p) : kiln_div_scalar(x, p);
   kiln_tensor *r = s ? op_call1(KILN_OP_ROUND, (op_val[]){OPV_T(s)}, 1) : NULL;
-  return one(r ? (d > 0 ? kiln_div_scalar(r, p) : kiln_mul_scalar(r, p)) : NULL, outs);
+  return op_out1(r ? (d > 0 ? kiln_div_scalar(r, p) : kiln_mul_scalar(r, p)) : NULL, outs);
 }
 
 /* ---- 1-d convolution and pooling through their 2-d forms ------------------------------------- */
@@ -304,7 +299,7 @@ int op_conv1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
                                        7)
                             : NULL;
   y = y ? kiln_squeeze_dim(y, 2) : NULL;
-  return one(y && !batched ? kiln_squeeze_dim(y, 0) : y, outs);
+  return op_out1(y && !batched ? kiln_squeeze_dim(y, 0) : y, outs);
 }
 /* max_pool1d(x [N, C, L]) = max_pool2d on [N, C, 1, L] */
 int op_max_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -327,5 +322,5 @@ int op_max_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                             (op_val[]){OPV_T(kiln_unsqueeze(x, x->ndim - 1)), kv, sv,
                                        pair(&a[3], p, 0), pair(&a[4], dl, 1), a[5]},
                             6);
-  return one(y ? kiln_squeeze_dim(y, x->ndim - 1) : NULL, outs);
+  return op_out1(y ? kiln_squeeze_dim(y, x->ndim - 1) : NULL, outs);
 }

@@ -6,11 +6,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
 static int t2(const char *fn, const op_val *a, const char *n0, const char *n1, kiln_tensor **x,
               kiln_tensor **y) {
   int rc;
@@ -43,7 +38,7 @@ int op_mv_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0 || (rc = need_dims("aten::mv", m, "self", 2)) < 0 ||
       (rc = need_dims("aten::mv", v, "vec", 1)) < 0)
     return rc;
-  return one(kiln_matmul(m, v), outs);
+  return op_out1(kiln_matmul(m, v), outs);
 }
 int op_dot_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
@@ -60,7 +55,7 @@ int op_dot_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (x->dtype != y->dtype)
     return core_error(KILN_ERR_INVALID, "aten::dot: expected both vectors to have same dtype, but "
                       "found %s and %s", kiln_dtype_name(x->dtype), kiln_dtype_name(y->dtype));
-  return one(kiln_sum(kiln_mul(x, y), NULL, 0, false), outs);
+  return op_out1(kiln_sum(kiln_mul(x, y), NULL, 0, false), outs);
 }
 int op_vdot_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_dot_decompose(a, n, outs, max);
@@ -71,7 +66,7 @@ int op_outer_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0 || (rc = need_dims("aten::outer", x, "self", 1)) < 0 ||
       (rc = need_dims("aten::outer", y, "vec2", 1)) < 0)
     return rc;
-  return one(kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(y, 0)), outs);
+  return op_out1(kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(y, 0)), outs);
 }
 int op_ger_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_outer_decompose(a, n, outs, max);
@@ -81,7 +76,7 @@ int op_inner_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
   int rc = t2("aten::inner", a, "self", "other", &x, &y);
   if (rc < 0) return rc;
-  if (x->ndim == 0 || y->ndim == 0) return one(kiln_mul(x, y), outs);
+  if (x->ndim == 0 || y->ndim == 0) return op_out1(kiln_mul(x, y), outs);
   if (x->shape[x->ndim - 1] != y->shape[y->ndim - 1])
     return core_error(KILN_ERR_INVALID, "aten::inner: expected the last dimension of both inputs "
                       "to match, got %lld and %lld", (long long)x->shape[x->ndim - 1],
@@ -94,13 +89,13 @@ int op_inner_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   for (int i = 0; i < x->ndim - 1; i++) sh[nd++] = x->shape[i];
   for (int i = 0; i < y->ndim - 1; i++) sh[nd++] = y->shape[i];
   if (nd > KILN_MAX_DIMS) return core_error(KILN_ERR_INVALID, "aten::inner: too many dims");
-  return one(p ? kiln_reshape(p, nd, sh) : NULL, outs);
+  return op_out1(p ? kiln_reshape(p, nd, sh) : NULL, outs);
 }
 int op_baddbmm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
   int rc = t2("aten::baddbmm", &a[1], "batch1", "batch2", &x, &y);
   if (rc < 0 || (rc = op_arg_tensor("aten::baddbmm", &a[0], "self", NULL)) < 0) return rc;
-  return one(blend(&a[0], kiln_bmm(x, y), &a[3], &a[4]), outs);
+  return op_out1(blend(&a[0], kiln_bmm(x, y), &a[3], &a[4]), outs);
 }
 int op_addbmm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
@@ -108,7 +103,7 @@ int op_addbmm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0 || (rc = op_arg_tensor("aten::addbmm", &a[0], "self", NULL)) < 0) return rc;
   int64_t d0 = 0;
   kiln_tensor *p = kiln_bmm(x, y);
-  return one(blend(&a[0], p ? kiln_sum(p, &d0, 1, false) : NULL, &a[3], &a[4]), outs);
+  return op_out1(blend(&a[0], p ? kiln_sum(p, &d0, 1, false) : NULL, &a[3], &a[4]), outs);
 }
 int op_addmv_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *m, *v;
@@ -117,7 +112,7 @@ int op_addmv_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
       (rc = need_dims("aten::addmv", m, "mat", 2)) < 0 ||
       (rc = need_dims("aten::addmv", v, "vec", 1)) < 0)
     return rc;
-  return one(blend(&a[0], kiln_matmul(m, v), &a[3], &a[4]), outs);
+  return op_out1(blend(&a[0], kiln_matmul(m, v), &a[3], &a[4]), outs);
 }
 int op_addr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
@@ -127,7 +122,7 @@ int op_addr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
       (rc = need_dims("aten::addr", y, "vec2", 1)) < 0)
     return rc;
   kiln_tensor *o = kiln_mul(kiln_unsqueeze(x, 1), kiln_unsqueeze(y, 0));
-  return one(blend(&a[0], o, &a[3], &a[4]), outs);
+  return op_out1(blend(&a[0], o, &a[3], &a[4]), outs);
 }
 /* kron(a, b)[i*bs + j] = a[i] b[j] per dim: a [.., m, 1] * b [1, n] interleaved */
 int op_kron_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -147,7 +142,7 @@ int op_kron_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     so[i] = p * q;
   }
   kiln_tensor *r = kiln_mul(kiln_reshape(x, 2 * nd, sa), kiln_reshape(y, 2 * nd, sb));
-  return one(r ? kiln_reshape(r, nd, so) : NULL, outs);
+  return op_out1(r ? kiln_reshape(r, nd, so) : NULL, outs);
 }
 /* tensordot(a, b, dims_a, dims_b): contracted dims moved last (a) / first
  * (b), both flattened to matrices, one mm */
@@ -191,5 +186,5 @@ int op_tensordot_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   kiln_tensor *mx = kiln_reshape(x->ndim ? kiln_permute(x, x->ndim, px) : x, 2, fx);
   kiln_tensor *my = kiln_reshape(y->ndim ? kiln_permute(y, y->ndim, py) : y, 2, fy);
   kiln_tensor *p = mx && my ? kiln_mm(mx, my) : NULL;
-  return one(p ? kiln_reshape(p, no, sh) : NULL, outs);
+  return op_out1(p ? kiln_reshape(p, no, sh) : NULL, outs);
 }

@@ -7,11 +7,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
 static int self(const char *fn, const op_val *a, kiln_tensor **x) {
   return op_arg_tensor(fn, a, "self", x);
 }
@@ -19,7 +14,7 @@ static int self(const char *fn, const op_val *a, kiln_tensor **x) {
 static int same(const char *fn, const op_val *a, kiln_tensor **outs) {
   kiln_tensor *x;
   int rc = self(fn, a, &x);
-  return rc < 0 ? rc : one(kiln_expand(x, x->ndim, x->shape), outs);
+  return rc < 0 ? rc : op_out1(kiln_expand(x, x->ndim, x->shape), outs);
 }
 int op_conj_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return same("aten::conj", a, outs);
@@ -36,12 +31,12 @@ int op_real_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 int op_conj_physical_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = self("aten::conj_physical", a, &x);
-  return rc < 0 ? rc : one(kiln_clone(x), outs);
+  return rc < 0 ? rc : op_out1(kiln_clone(x), outs);
 }
 int op_isreal_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = self("aten::isreal", a, &x);
-  return rc < 0 ? rc : one(kiln_full(x->ndim, x->shape, 1, KILN_DTYPE_BOOL), outs);
+  return rc < 0 ? rc : op_out1(kiln_full(x->ndim, x->shape, 1, KILN_DTYPE_BOOL), outs);
 }
 /* angle of a real: pi where x < 0, NaN where NaN, else 0 (float result) */
 int op_angle_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -53,7 +48,7 @@ int op_angle_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *r = lt ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(lt), OPV_F(M_PI), OPV_F(0)}, 3) : NULL;
   r = r ? kiln_to_dtype(r, f->dtype) : NULL;
   /* x * 0 keeps NaN (and the gradient, zero, flowing) */
-  return one(r ? kiln_add(r, kiln_mul_scalar(f, 0.0)) : NULL, outs);
+  return op_out1(r ? kiln_add(r, kiln_mul_scalar(f, 0.0)) : NULL, outs);
 }
 /* heaviside(x, v) = x == 0 ? v : x > 0 */
 int op_heaviside_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -68,7 +63,7 @@ int op_heaviside_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   kiln_tensor *z = op_call1(KILN_OP_EQ, (op_val[]){OPV_T(x), OPV_I(0)}, 2);
   kiln_tensor *p = op_call1(KILN_OP_GT, (op_val[]){OPV_T(x), OPV_I(0)}, 2);
   kiln_tensor *r = z && p ? kiln_where(z, v, kiln_to_dtype(p, x->dtype)) : NULL;
-  return one(r ? kiln_to_dtype(r, x->dtype) : NULL, outs);
+  return op_out1(r ? kiln_to_dtype(r, x->dtype) : NULL, outs);
 }
 /* sinc(x) = sin(pi x) / (pi x), 1 at 0 */
 int op_sinc_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -81,7 +76,7 @@ int op_sinc_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   /* the division reads a safe denominator where x == 0 (no NaN gradient) */
   kiln_tensor *den = z ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(z), OPV_F(1), OPV_T(px)}, 3) : NULL;
   kiln_tensor *q = den ? kiln_div(kiln_sin(den), den) : NULL;
-  return one(q ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(z), OPV_F(1), OPV_T(q)}, 3) : NULL, outs);
+  return op_out1(q ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(z), OPV_F(1), OPV_T(q)}, 3) : NULL, outs);
 }
 /* dist(a, b, p) = norm(a - b, p) */
 int op_dist_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -91,11 +86,11 @@ int op_dist_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
       (rc = op_arg_tensor("aten::dist", &a[1], "other", &y)) < 0)
     return rc;
   kiln_tensor *d = kiln_sub(x, y);
-  return one(d ? op_call1(KILN_OP_NORM, (op_val[]){OPV_T(d), a[2]}, 2) : NULL, outs);
+  return op_out1(d ? op_call1(KILN_OP_NORM, (op_val[]){OPV_T(d), a[2]}, 2) : NULL, outs);
 }
 int op_narrow_copy_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = op_call1(KILN_OP_NARROW, a, 4);
-  return one(v ? kiln_clone(v) : NULL, outs);
+  return op_out1(v ? kiln_clone(v) : NULL, outs);
 }
 /* diff(x, n, dim, prepend, append): n rounds of x[1:] - x[:-1] along dim */
 int op_diff_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -124,7 +119,7 @@ int op_diff_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     else
       r = kiln_sub(kiln_narrow(r, d, 1, len - 1), kiln_narrow(r, d, 0, len - 1));
   }
-  return one(r == x && r ? kiln_clone(x) : r, outs);
+  return op_out1(r == x && r ? kiln_clone(x) : r, outs);
 }
 /* isclose: |a - b| <= atol + rtol |b|, equal values (infinities) close,
  * NaNs close only with equal_nan */
@@ -160,7 +155,7 @@ int op_isclose_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     }
   }
   kiln_no_grad_end();
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 /* logspace(start, end, steps, base, dtype, ...) = base ^ linspace in float64 */
 int op_logspace_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -174,7 +169,7 @@ int op_logspace_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (a[4].tag == OP_VAL_INT && op_dtype_from_code(a[4].i, &d) < 0) return KILN_ERR_INVALID;
   kiln_tensor *p = op_call1(KILN_OP_POW, (op_val[]){OPV_T(kiln_scalar(base, KILN_DTYPE_F64)),
                                                     OPV_T(l[0])}, 2);
-  return one(p ? kiln_to_dtype(p, d) : NULL, outs);
+  return op_out1(p ? kiln_to_dtype(p, d) : NULL, outs);
 }
 /* mvlgamma(x, p) = p (p - 1) / 4 log(pi) + sum_j lgamma(x - j / 2) */
 int op_mvlgamma_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -189,5 +184,5 @@ int op_mvlgamma_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     if (!t) return KILN_ERR_INVALID;
     s = s ? kiln_add(s, t) : t;
   }
-  return one(s ? kiln_add_scalar(s, (double)(p * (p - 1)) / 4.0 * log(M_PI)) : NULL, outs);
+  return op_out1(s ? kiln_add_scalar(s, (double)(p * (p - 1)) / 4.0 * log(M_PI)) : NULL, outs);
 }

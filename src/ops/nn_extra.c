@@ -8,12 +8,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-
 static kiln_tensor *where_s(kiln_tensor *c, kiln_tensor *a, double b) {
   return c && a ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(c), OPV_T(a), OPV_F(b)}, 3) : NULL;
 }
@@ -50,25 +44,25 @@ static kiln_tensor *hsig(kiln_tensor *x) {
 int op_hardsigmoid_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::hardsigmoid", &a[0], &x);
-  return rc < 0 ? rc : one(hsig(x), outs);
+  return rc < 0 ? rc : op_out1(hsig(x), outs);
 }
 /* hardswish(x) = x hardsigmoid(x) */
 int op_hardswish_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::hardswish", &a[0], &x);
-  return rc < 0 ? rc : one(kiln_mul(x, hsig(x)), outs);
+  return rc < 0 ? rc : op_out1(kiln_mul(x, hsig(x)), outs);
 }
 int op_hardtanh_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = op_arg_tensor("aten::hardtanh", &a[0], "self", &x);
   if (rc < 0) return rc;
   double lo = num_or(&a[1], -1), hi = num_or(&a[2], 1);
-  return one(kiln_clamp(x, lo, hi), outs);
+  return op_out1(kiln_clamp(x, lo, hi), outs);
 }
 int op_relu6_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = op_arg_tensor("aten::relu6", &a[0], "self", &x);
-  return rc < 0 ? rc : one(kiln_clamp(x, 0, 6), outs);
+  return rc < 0 ? rc : op_out1(kiln_clamp(x, 0, 6), outs);
 }
 /* elu(x) = scale (x > 0 ? x : alpha (e^(input_scale x) - 1)) */
 static kiln_tensor *elu(kiln_tensor *x, double alpha, double scale, double in_scale) {
@@ -81,13 +75,13 @@ int op_elu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::elu", &a[0], &x);
   if (rc < 0) return rc;
-  return one(elu(x, num_or(&a[1], 1), num_or(&a[2], 1), num_or(&a[3], 1)), outs);
+  return op_out1(elu(x, num_or(&a[1], 1), num_or(&a[2], 1), num_or(&a[3], 1)), outs);
 }
 int op_selu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::selu", &a[0], &x);
   if (rc < 0) return rc;
-  return one(elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1),
+  return op_out1(elu(x, 1.6732632423543772848170429916717, 1.0507009873554804934193349852946, 1),
              outs);
 }
 int op_celu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -97,7 +91,7 @@ int op_celu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   double alpha = num_or(&a[1], 1);
   if (alpha == 0)
     return core_error(KILN_ERR_INVALID, "aten::celu: ZeroDivisionError (alpha is 0)");
-  return one(elu(x, alpha, 1, 1 / alpha), outs);
+  return op_out1(elu(x, alpha, 1, 1 / alpha), outs);
 }
 /* softplus(x) = beta x > threshold ? x : log1p(e^(beta x)) / beta */
 static kiln_tensor *softplus(kiln_tensor *x, double beta, double th) {
@@ -110,13 +104,13 @@ int op_softplus_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::softplus", &a[0], &x);
   if (rc < 0) return rc;
-  return one(softplus(x, num_or(&a[1], 1), num_or(&a[2], 20)), outs);
+  return op_out1(softplus(x, num_or(&a[1], 1), num_or(&a[2], 20)), outs);
 }
 int op_mish_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = float_input("aten::mish", &a[0], &x);
   if (rc < 0) return rc;
-  return one(kiln_mul(x, kiln_tanh(softplus(x, 1, 20))), outs);
+  return op_out1(kiln_mul(x, kiln_tanh(softplus(x, 1, 20))), outs);
 }
 /* log_sigmoid(x) = min(x, 0) - log1p(e^-|x|) */
 int op_log_sigmoid_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -124,7 +118,7 @@ int op_log_sigmoid_decompose(const op_val *a, int n, kiln_tensor **outs, int max
   int rc = float_input("aten::log_sigmoid", &a[0], &x);
   if (rc < 0) return rc;
   kiln_tensor *l = op_call1(KILN_OP_LOG1P, (op_val[]){OPV_T(kiln_exp(kiln_neg(kiln_abs(x))))}, 1);
-  return one(l ? kiln_sub(kiln_clamp(x, NAN, 0), l) : NULL, outs);
+  return op_out1(l ? kiln_sub(kiln_clamp(x, NAN, 0), l) : NULL, outs);
 }
 int op_softshrink_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -135,14 +129,14 @@ int op_softshrink_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
     return core_error(KILN_ERR_INVALID, "aten::softshrink: lambda must be greater or equal to 0, "
                                         "but found to be %g.", l);
   kiln_tensor *lo = where_s(lt_s(x, -l), kiln_add_scalar(x, l), 0.0);
-  return one(where_t(gt_s(x, l), kiln_add_scalar(x, -l), lo), outs);
+  return op_out1(where_t(gt_s(x, l), kiln_add_scalar(x, -l), lo), outs);
 }
 int op_hardshrink_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = op_arg_tensor("aten::hardshrink", &a[0], "self", &x);
   if (rc < 0) return rc;
   double l = num_or(&a[1], 0.5);
-  return one(where_s(gt_s(kiln_abs(x), l), x, 0.0), outs);
+  return op_out1(where_s(gt_s(kiln_abs(x), l), x, 0.0), outs);
 }
 int op_threshold_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -151,7 +145,7 @@ int op_threshold_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   if (!op_val_is_num(&a[1]) || !op_val_is_num(&a[2]))
     return core_error(KILN_ERR_INVALID, "aten::threshold: threshold and value must be numbers");
   kiln_tensor *c = op_call1(KILN_OP_GT, (op_val[]){OPV_T(x), a[1]}, 2);
-  return one(c ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(c), OPV_T(x), a[2]}, 3) : NULL, outs);
+  return op_out1(c ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(c), OPV_T(x), a[2]}, 3) : NULL, outs);
 }
 /* glu(x, dim) = a sigmoid(b), a and b the halves of x along dim */
 int op_glu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -170,7 +164,7 @@ int op_glu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
                       core_tensor_desc(x, d, sizeof d));
   int64_t h = x->shape[dim] / 2;
   kiln_tensor *p = kiln_narrow(x, dim, 0, h), *q = kiln_narrow(x, dim, h, h);
-  return one(p && q ? kiln_mul(p, kiln_sigmoid(q)) : NULL, outs);
+  return op_out1(p && q ? kiln_mul(p, kiln_sigmoid(q)) : NULL, outs);
 }
 /* prelu(x, w) = x > 0 ? x : w x, w per channel (dim 1) or one value */
 int op_prelu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -193,7 +187,7 @@ int op_prelu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   } else {
     wb = kiln_reshape(w, 0, NULL);
   }
-  return one(where_t(gt_s(x, 0), x, wb ? kiln_mul(wb, x) : NULL), outs);
+  return op_out1(where_t(gt_s(x, 0), x, wb ? kiln_mul(wb, x) : NULL), outs);
 }
 
 /* ---- normalisation -------------------------------------------------------- */
@@ -235,7 +229,7 @@ int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   }
   if (y && a[2].tag == OP_VAL_TENSOR) y = kiln_mul(y, a[2].t);
   if (y && a[3].tag == OP_VAL_TENSOR) y = kiln_add(y, a[3].t);
-  return one(y, outs);
+  return op_out1(y, outs);
 }
 
 /* group_norm: the channels (dim 1) in num_groups groups, each normalised
@@ -264,7 +258,7 @@ int op_group_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                         core_tensor_desc(a[w].t, d, sizeof d), core_tensor_desc(x, d, sizeof d));
   double eps = a[4].tag == OP_VAL_NONE ? 1e-5 : op_val_num(&a[4]);
   int64_t gshape[3] = {N, G, -1}, dim2 = 2;
-  if (N == 0 || core_numel(x->ndim, x->shape) == 0) return one(kiln_mul_scalar(x, 1.0), outs);
+  if (N == 0 || core_numel(x->ndim, x->shape) == 0) return op_out1(kiln_mul_scalar(x, 1.0), outs);
   kiln_tensor *xg = kiln_reshape(x, 3, gshape);
   kiln_tensor *mu = kiln_mean(xg, &dim2, 1, true);
   kiln_tensor *var = kiln_var(xg, &dim2, 1, 0, true);
@@ -274,5 +268,5 @@ int op_group_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   for (int i = 0; i < x->ndim - 1; i++) cs[i] = i == 0 ? C : 1;
   if (y && a[2].tag == OP_VAL_TENSOR) y = kiln_mul(y, kiln_reshape(a[2].t, x->ndim - 1, cs));
   if (y && a[3].tag == OP_VAL_TENSOR) y = kiln_add(y, kiln_reshape(a[3].t, x->ndim - 1, cs));
-  return one(y, outs);
+  return op_out1(y, outs);
 }

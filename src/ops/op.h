@@ -188,6 +188,26 @@ enum kiln_op {
  * functional ops only. */
 #define OP_INDEX_COUNT (2 * KILN_OP_COUNT)
 #define KILN_OP_INPLACE(op) (KILN_OP_COUNT + (op))
+/* A decomposition's results (decompositions are written with the
+ * public API): outs[0] = t and 1, or, when t is NULL, the status of the
+ * call that failed (KILN_ERR_INVALID if it set none). */
+static inline int op_failed_status(void) {
+  return kiln_last_status() < 0 ? (int)kiln_last_status() : KILN_ERR_INVALID;
+}
+static inline int op_out1(kiln_tensor *t, kiln_tensor **outs) {
+  if (!t) return op_failed_status();
+  outs[0] = t;
+  return 1;
+}
+/* The same for two results, checking the caller's room for them. */
+static inline int op_out2(kiln_tensor *a, kiln_tensor *b, kiln_tensor **outs, int max) {
+  if (!a || !b) return op_failed_status();
+  if (max < 2) return core_error(KILN_ERR_INVALID, "room for %d outputs, need 2", max);
+  outs[0] = a;
+  outs[1] = b;
+  return 2;
+}
+
 static inline bool op_is_inplace(int op) { return op >= KILN_OP_COUNT; }
 /* The functional op of an in-place entry (op itself otherwise). */
 static inline int op_functional(int op) { return op >= KILN_OP_COUNT ? op - KILN_OP_COUNT : op; }

@@ -12,12 +12,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-
 /* A [o, n] averaging matrix (dtype dt); starts/ends per output row and a
  * divisor per row (0: the window's extent). */
 static kiln_tensor *avg_matrix(int64_t o, int64_t n, const int64_t *lo, const int64_t *hi,
@@ -106,7 +100,7 @@ int op_adaptive_avg_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs,
       return core_error(KILN_ERR_INVALID, "%s: Expected input to have non-zero size for non-batch "
                                           "dimensions", fn);
   kiln_tensor *r = apply_rows(x, adaptive_matrix(os[0], H, x->dtype));
-  return one(r ? apply_last(r, adaptive_matrix(os[1], W, x->dtype)) : NULL, outs);
+  return op_out1(r ? apply_last(r, adaptive_matrix(os[1], W, x->dtype)) : NULL, outs);
 }
 int op_adaptive_avg_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::adaptive_avg_pool1d";
@@ -116,7 +110,7 @@ int op_adaptive_avg_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs,
   if ((rc = float_4d(fn, &a[0], 2, 3, &x)) < 0 || (rc = intk(fn, &a[1], "output_size", 1, os, 0, false)) < 0)
     return rc;
   if (os[0] < 0) return core_error(KILN_ERR_INVALID, "%s: output_size must be non-negative", fn);
-  return one(apply_last(x, adaptive_matrix(os[0], x->shape[x->ndim - 1], x->dtype)), outs);
+  return op_out1(apply_last(x, adaptive_matrix(os[0], x->shape[x->ndim - 1], x->dtype)), outs);
 }
 
 /* One dim of a windowed average pool (Note [Separable pooling]). */
@@ -183,7 +177,7 @@ int op_avg_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   if (!mw) return KILN_ERR_INVALID;
   kiln_tensor *r = apply_last(apply_rows(x, mh), mw);
   if (r && ov) r = kiln_mul_scalar(r, 1.0 / (double)a[6].i);
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 int op_avg_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::avg_pool1d";
@@ -198,7 +192,7 @@ int op_avg_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   if (a[2].tag == OP_VAL_INTS && a[2].ints.n == 0) s[0] = k[0];
   kiln_tensor *m = window_matrix(fn, x->shape[x->ndim - 1], k[0], s[0], p[0], flag(&a[4], false),
                                  flag(&a[5], true), false, x->dtype, &o[0]);
-  return one(apply_last(x, m), outs);
+  return op_out1(apply_last(x, m), outs);
 }
 
 /* ---- padding ---------------------------------------------------------------------------- */
@@ -284,7 +278,7 @@ static int pad(const char *fn, kiln_tensor *x, const op_val *pv, int mode, doubl
     if (mode == 3) r = pad_const1(r, dim, l, rr, value);
     else if (l || rr) r = pad_index1(fn, r, dim, l, rr, mode);
   }
-  return one(r == x && r ? kiln_clone(x) : r, outs);
+  return op_out1(r == x && r ? kiln_clone(x) : r, outs);
 }
 /* pad(self, pad, mode='constant', value=None) */
 int op_pad_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {

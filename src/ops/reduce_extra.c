@@ -8,19 +8,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-static int two(kiln_tensor *a, kiln_tensor *b, kiln_tensor **outs, int max) {
-  if (!a || !b) return KILN_ERR_INVALID;
-  if (max < 2) return core_error(KILN_ERR_INVALID, "room for %d outputs, need 2", max);
-  outs[0] = a;
-  outs[1] = b;
-  return 2;
-}
-
 static int tensor(const char *fn, const op_val *a, kiln_tensor **t) {
   return op_arg_tensor(fn, a, "self", t);
 }
@@ -47,7 +34,7 @@ static kiln_tensor *nonzero_mask(kiln_tensor *x) {
 /* ---- min ------------------------------------------------------------------------ */
 int op_min_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   static const int64_t none[1] = {0};
-  return one(op_call1(KILN_OP_AMIN, (op_val[]){a[0], OPV_INTS(none, 0), OPV_B(false)}, 3), outs);
+  return op_out1(op_call1(KILN_OP_AMIN, (op_val[]){a[0], OPV_INTS(none, 0), OPV_B(false)}, 3), outs);
 }
 /* argmin = argmax of the negation (bool and int64 via int64) */
 static kiln_tensor *negated(kiln_tensor *x) {
@@ -62,7 +49,7 @@ int op_argmin_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *nx = negated(x);
   kiln_no_grad_end();
   if (!nx) return KILN_ERR_INVALID;
-  return one(op_call1(KILN_OP_ARGMAX, (op_val[]){OPV_T(nx), a[1], a[2]}, 3), outs);
+  return op_out1(op_call1(KILN_OP_ARGMAX, (op_val[]){OPV_T(nx), a[1], a[2]}, 3), outs);
 }
 /* min.dim: (amin over dim, argmin over dim) */
 int op_min_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -81,7 +68,7 @@ int op_min_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
                                        OPV_B(false)},
                             4);
   if (v && !flag(&a[2])) v = kiln_squeeze_dim(v, (int)a[1].i);
-  return two(v, ix, outs, max);
+  return op_out2(v, ix, outs, max);
 }
 /* aminmax(self, *, dim=None, keepdim=False) -> (min, max) */
 int op_aminmax_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -95,7 +82,7 @@ int op_aminmax_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *lo = op_call1(KILN_OP_AMIN, (op_val[]){a[0], OPV_INTS(dims, nd), a[2]}, 3);
   kiln_tensor *hi = lo ? op_call1(KILN_OP_AMAX, (op_val[]){a[0], OPV_INTS(dims, nd), a[2]}, 3)
                        : NULL;
-  return two(lo, hi, outs, max);
+  return op_out2(lo, hi, outs, max);
 }
 
 /* ---- any / all / count_nonzero --------------------------------------------------- */
@@ -121,7 +108,7 @@ static int any_all(const char *fn, const op_val *a, const op_val *dim, const op_
   if (m && all) m = op_call1(KILN_OP_LOGICAL_NOT, (op_val[]){OPV_T(m)}, 1);
   kiln_tensor *c = m ? count(m, d, nd, keep && flag(keep)) : NULL;
   if (!c) return KILN_ERR_INVALID;
-  return one(op_call1(all ? KILN_OP_EQ : KILN_OP_GT, (op_val[]){OPV_T(c), OPV_I(0)}, 2), outs);
+  return op_out1(op_call1(all ? KILN_OP_EQ : KILN_OP_GT, (op_val[]){OPV_T(c), OPV_I(0)}, 2), outs);
 }
 int op_any_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return any_all("aten::any", &a[0], NULL, NULL, false, outs);
@@ -143,7 +130,7 @@ int op_count_nonzero_decompose(const op_val *a, int n, kiln_tensor **outs, int m
   int64_t dims[KILN_MAX_DIMS];
   int nd = dims_of(&a[1], dims);
   kiln_tensor *m = nonzero_mask(x);
-  return one(m ? count(m, dims, nd, false) : NULL, outs);
+  return op_out1(m ? count(m, dims, nd, false) : NULL, outs);
 }
 int op_count_nonzero_dims_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_count_nonzero_decompose(a, n, outs, max);
@@ -180,7 +167,7 @@ int op_prod_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   x = prod_cast(x, &a[1]);
   int64_t flat = -1;
   x = x ? kiln_reshape(x, 1, &flat) : NULL;
-  return one(x ? prod_dim(x, 0, false) : NULL, outs);
+  return op_out1(x ? prod_dim(x, 0, false) : NULL, outs);
 }
 int op_prod_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -190,8 +177,8 @@ int op_prod_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int dim = core_wrap_dim("aten::prod", a[1].i, x->ndim);
   if (dim < 0) return KILN_ERR_INVALID;
   x = prod_cast(x, &a[3]);
-  if (x && x->ndim == 0) return one(kiln_clone(x), outs);
-  return one(x ? prod_dim(x, dim, flag(&a[2])) : NULL, outs);
+  if (x && x->ndim == 0) return op_out1(kiln_clone(x), outs);
+  return op_out1(x ? prod_dim(x, dim, flag(&a[2])) : NULL, outs);
 }
 
 /* ---- var / std forms ---------------------------------------------------------------- */
@@ -220,22 +207,22 @@ static kiln_tensor *var_corr(const op_val *self, const op_val *dim, const op_val
   return v ? kiln_mul_scalar(v, den > 0 ? (double)cnt / den : INFINITY) : NULL;
 }
 int op_var_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(var_of(&a[0], &OPV_NONE, a[1].tag == OP_VAL_BOOL ? a[1].b : 1, false), outs);
+  return op_out1(var_of(&a[0], &OPV_NONE, a[1].tag == OP_VAL_BOOL ? a[1].b : 1, false), outs);
 }
 int op_var_corr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(var_corr(&a[0], &a[1], &a[2], flag(&a[3])), outs);
+  return op_out1(var_corr(&a[0], &a[1], &a[2], flag(&a[3])), outs);
 }
 int op_std_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = var_of(&a[0], &a[1], a[2].tag == OP_VAL_BOOL ? a[2].b : 1, flag(&a[3]));
-  return one(v ? kiln_sqrt(v) : NULL, outs);
+  return op_out1(v ? kiln_sqrt(v) : NULL, outs);
 }
 int op_std_all_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = var_of(&a[0], &OPV_NONE, a[1].tag == OP_VAL_BOOL ? a[1].b : 1, false);
-  return one(v ? kiln_sqrt(v) : NULL, outs);
+  return op_out1(v ? kiln_sqrt(v) : NULL, outs);
 }
 int op_std_corr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = var_corr(&a[0], &a[1], &a[2], flag(&a[3]));
-  return one(v ? kiln_sqrt(v) : NULL, outs);
+  return op_out1(v ? kiln_sqrt(v) : NULL, outs);
 }
 static kiln_tensor *mean_of(const op_val *self, const op_val *dim, bool keep) {
   int64_t dims[KILN_MAX_DIMS];
@@ -246,11 +233,11 @@ static kiln_tensor *mean_of(const op_val *self, const op_val *dim, bool keep) {
 }
 int op_var_mean_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = var_corr(&a[0], &a[1], &a[2], flag(&a[3]));
-  return two(v, v ? mean_of(&a[0], &a[1], flag(&a[3])) : NULL, outs, max);
+  return op_out2(v, v ? mean_of(&a[0], &a[1], flag(&a[3])) : NULL, outs, max);
 }
 int op_std_mean_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *v = var_corr(&a[0], &a[1], &a[2], flag(&a[3]));
-  return two(v ? kiln_sqrt(v) : NULL, v ? mean_of(&a[0], &a[1], flag(&a[3])) : NULL, outs, max);
+  return op_out2(v ? kiln_sqrt(v) : NULL, v ? mean_of(&a[0], &a[1], flag(&a[3])) : NULL, outs, max);
 }
 
 /* ---- logsumexp, nansum, nanmean --------------------------------------------------- */
@@ -264,7 +251,7 @@ int op_logsumexp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   int64_t dims[KILN_MAX_DIMS];
   int nd = dims_of(&a[1], dims);
   if (!x) return KILN_ERR_INVALID;
-  if (x->ndim == 0) return one(kiln_mul_scalar(x, 1.0), outs);
+  if (x->ndim == 0) return op_out1(kiln_mul_scalar(x, 1.0), outs);
   kiln_no_grad_begin();
   kiln_tensor *m = kiln_amax(kiln_detach(x), dims, nd, true);
   if (m) {
@@ -288,7 +275,7 @@ int op_logsumexp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
       if (!(mask & (1u << i))) keep[k++] = x->shape[i];
     r = kiln_reshape(r, k, keep);
   }
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 int op_nansum_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -297,7 +284,7 @@ int op_nansum_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *nan = op_call1(KILN_OP_ISNAN, (op_val[]){OPV_T(x)}, 1);
   kiln_tensor *z = nan ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(nan), OPV_I(0), OPV_T(x)}, 3)
                        : NULL;
-  return one(z ? op_call1(KILN_OP_SUM, (op_val[]){OPV_T(z), a[1], a[2], a[3]}, 4) : NULL, outs);
+  return op_out1(z ? op_call1(KILN_OP_SUM, (op_val[]){OPV_T(z), a[1], a[2], a[3]}, 4) : NULL, outs);
 }
 int op_nanmean_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -310,7 +297,7 @@ int op_nanmean_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *ok = nan ? op_call1(KILN_OP_LOGICAL_NOT, (op_val[]){OPV_T(nan)}, 1) : NULL;
   kiln_tensor *c = ok ? op_call1(KILN_OP_SUM, (op_val[]){OPV_T(ok), a[1], a[2], OPV_NONE}, 4)
                       : NULL;
-  return one(s && c ? kiln_div(s, c) : NULL, outs);
+  return op_out1(s && c ? kiln_div(s, c) : NULL, outs);
 }
 int op_var_mean_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_var_mean_decompose(a, n, outs, max);

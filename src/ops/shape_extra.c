@@ -9,11 +9,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
 static int tensor(const char *fn, const op_val *a, const char *name, kiln_tensor **t) {
   return op_arg_tensor(fn, a, name, t);
 }
@@ -39,7 +34,7 @@ int op_expand_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   if ((rc = tensor("aten::expand_as", &a[0], "self", &x)) < 0 ||
       (rc = tensor("aten::expand_as", &a[1], "other", &o)) < 0)
     return rc;
-  return one(kiln_expand(x, o->ndim, o->shape), outs);
+  return op_out1(kiln_expand(x, o->ndim, o->shape), outs);
 }
 int op_view_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *o;
@@ -47,7 +42,7 @@ int op_view_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if ((rc = tensor("aten::view_as", &a[0], "self", &x)) < 0 ||
       (rc = tensor("aten::view_as", &a[1], "other", &o)) < 0)
     return rc;
-  return one(kiln_view(x, o->ndim, o->shape), outs);
+  return op_out1(kiln_view(x, o->ndim, o->shape), outs);
 }
 int op_reshape_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *o;
@@ -55,10 +50,10 @@ int op_reshape_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   if ((rc = tensor("aten::reshape_as", &a[0], "self", &x)) < 0 ||
       (rc = tensor("aten::reshape_as", &a[1], "other", &o)) < 0)
     return rc;
-  return one(kiln_reshape(x, o->ndim, o->shape), outs);
+  return op_out1(kiln_reshape(x, o->ndim, o->shape), outs);
 }
 int op_broadcast_to_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_EXPAND, (op_val[]){a[0], a[1], OPV_B(false)}, 3), outs);
+  return op_out1(op_call1(KILN_OP_EXPAND, (op_val[]){a[0], a[1], OPV_B(false)}, 3), outs);
 }
 
 /* ---- repeat / tile ------------------------------------------------------------------ */
@@ -101,7 +96,7 @@ int op_repeat_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if ((rc = tensor("aten::repeat", &a[0], "self", &x)) < 0 ||
       (rc = ints_arg("aten::repeat", &a[1], "repeats", &nr, &r)) < 0)
     return rc;
-  return one(repeat("aten::repeat", x, nr, r), outs);
+  return op_out1(repeat("aten::repeat", x, nr, r), outs);
 }
 int op_tile_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -115,7 +110,7 @@ int op_tile_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int k = nr < x->ndim ? x->ndim : nr;
   if (k > KILN_MAX_DIMS) return core_error(KILN_ERR_INVALID, "aten::tile: too many dims");
   for (int i = 0; i < k; i++) full[i] = i < k - nr ? 1 : r[i - (k - nr)];
-  return one(repeat("aten::tile", x, k, full), outs);
+  return op_out1(repeat("aten::tile", x, k, full), outs);
 }
 
 /* ---- splitting ------------------------------------------------------------------------ */
@@ -264,7 +259,7 @@ int op_flip_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     seen |= 1u << d;
     if (x->ndim) r = flip1(r, d);
   }
-  return one(r == x && r ? kiln_clone(x) : r, outs);
+  return op_out1(r == x && r ? kiln_clone(x) : r, outs);
 }
 int op_fliplr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -272,7 +267,7 @@ int op_fliplr_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   if (x->ndim < 2) return core_error(KILN_ERR_INVALID, "aten::fliplr: Input must be >= 2-d.");
   kiln_tensor *r = flip1(x, 1);
-  return one(r == x ? kiln_clone(x) : r, outs);
+  return op_out1(r == x ? kiln_clone(x) : r, outs);
 }
 int op_flipud_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -280,7 +275,7 @@ int op_flipud_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   if (x->ndim < 1) return core_error(KILN_ERR_INVALID, "aten::flipud: Input must be >= 1-d.");
   kiln_tensor *r = flip1(x, 0);
-  return one(r == x ? kiln_clone(x) : r, outs);
+  return op_out1(r == x ? kiln_clone(x) : r, outs);
 }
 /* roll along dim by s: cat(x[n - s:], x[:n - s]) */
 static kiln_tensor *roll1(kiln_tensor *x, int dim, int64_t s) {
@@ -319,7 +314,7 @@ int op_roll_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
       r = roll1(r, d, sh[i]);
     }
   }
-  return one(r == x && r ? kiln_clone(x) : r, outs);
+  return op_out1(r == x && r ? kiln_clone(x) : r, outs);
 }
 /* rot90(x, k, dims): k quarter turns from dims[0] toward dims[1] */
 int op_rot90_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -347,7 +342,7 @@ int op_rot90_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   else if (k == 2) r = flip1(flip1(x, d0), d1);
   else if (k == 3) r = flip1(kiln_transpose(x, d0, d1), d1);
   else r = kiln_clone(x);
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 
 /* ---- triangles, diagonals ---------------------------------------------------------------- */
@@ -367,7 +362,7 @@ static int tri(const char *fn, const op_val *a, bool lower, kiln_tensor **outs) 
                      : NULL;
   if (!m) return KILN_ERR_INVALID;
   op_val zero = x->dtype == KILN_DTYPE_BOOL ? OPV_B(false) : OPV_I(0);
-  return one(op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(m), OPV_T(x), zero}, 3), outs);
+  return op_out1(op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(m), OPV_T(x), zero}, 3), outs);
 }
 int op_tril_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return tri("aten::tril", a, true, outs);
@@ -412,7 +407,7 @@ int op_diagonal_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   if (x->ndim < 2)
     return core_error(KILN_ERR_INVALID, "aten::diagonal: expected a tensor of at least 2 dims");
-  return one(diagonal("aten::diagonal", x, a[1].i, a[2].i, a[3].i), outs);
+  return op_out1(diagonal("aten::diagonal", x, a[1].i, a[2].i, a[3].i), outs);
 }
 int op_trace_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -420,7 +415,7 @@ int op_trace_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   if (x->ndim != 2) return core_error(KILN_ERR_INVALID, "aten::trace: expected a matrix");
   kiln_tensor *d = diagonal("aten::trace", x, 0, 0, 1);
-  return one(d ? op_call1(KILN_OP_SUM, (op_val[]){OPV_T(d), OPV_NONE, OPV_B(false), OPV_NONE}, 4)
+  return op_out1(d ? op_call1(KILN_OP_SUM, (op_val[]){OPV_T(d), OPV_NONE, OPV_B(false), OPV_NONE}, 4)
                : NULL,
              outs);
 }
@@ -430,7 +425,7 @@ int op_diag_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int rc = tensor("aten::diag", &a[0], "self", &x);
   if (rc < 0) return rc;
   int64_t k = a[1].tag == OP_VAL_INT ? a[1].i : 0;
-  if (x->ndim == 2) return one(diagonal("aten::diag", x, k, 0, 1), outs);
+  if (x->ndim == 2) return op_out1(diagonal("aten::diag", x, k, 0, 1), outs);
   if (x->ndim != 1) return core_error(KILN_ERR_INVALID, "aten::diag: matrix or a vector expected");
   int64_t len = x->shape[0], m = len + (k < 0 ? -k : k), flat = m * m;
   /* scatter x into a flattened m x m zeros matrix with index_add */
@@ -443,7 +438,7 @@ int op_diag_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
                                 (op_val[]){OPV_T(z), OPV_I(0), OPV_T(ix), OPV_T(x), OPV_I(1)}, 5)
                      : NULL;
   int64_t sh[2] = {m, m};
-  return one(r ? kiln_reshape(r, 2, sh) : NULL, outs);
+  return op_out1(r ? kiln_reshape(r, 2, sh) : NULL, outs);
 }
 
 /* ---- moving dims --------------------------------------------------------------------------- */
@@ -471,8 +466,8 @@ static int movedim(const char *fn, kiln_tensor *x, int ns, const int64_t *src, i
     while (used_src[next]) next++;
     perm[i] = next++;
   }
-  if (x->ndim == 0) return one(kiln_expand(x, 0, NULL), outs);
-  return one(kiln_permute(x, x->ndim, perm), outs);
+  if (x->ndim == 0) return op_out1(kiln_expand(x, 0, NULL), outs);
+  return op_out1(kiln_permute(x, x->ndim, perm), outs);
 }
 int op_movedim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -495,10 +490,10 @@ int op_moveaxis_int_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
   return op_movedim_decompose(a, n, outs, max);
 }
 int op_swapaxes_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_TRANSPOSE, a, 3), outs);
+  return op_out1(op_call1(KILN_OP_TRANSPOSE, a, 3), outs);
 }
 int op_swapdims_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_TRANSPOSE, a, 3), outs);
+  return op_out1(op_call1(KILN_OP_TRANSPOSE, a, 3), outs);
 }
 /* unflatten(x, dim, sizes): dim replaced by sizes (one -1 allowed) */
 int op_unflatten_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -518,7 +513,7 @@ int op_unflatten_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   for (int i = 0; i < d; i++) sh[k++] = x->shape[i];
   for (int i = 0; i < ns; i++) sh[k++] = sz[i];
   for (int i = d + 1; i < x->ndim; i++) sh[k++] = x->shape[i];
-  return one(kiln_reshape(x, k, sh), outs);
+  return op_out1(kiln_reshape(x, k, sh), outs);
 }
 
 /* ---- atleast, ravel, stacking ------------------------------------------------------------- */
@@ -536,23 +531,23 @@ static kiln_tensor *atleast(kiln_tensor *x, int nd) {
 int op_atleast_1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = tensor("aten::atleast_1d", &a[0], "self", &x);
-  return rc < 0 ? rc : one(atleast(x, 1), outs);
+  return rc < 0 ? rc : op_out1(atleast(x, 1), outs);
 }
 int op_atleast_2d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = tensor("aten::atleast_2d", &a[0], "self", &x);
-  return rc < 0 ? rc : one(atleast(x, 2), outs);
+  return rc < 0 ? rc : op_out1(atleast(x, 2), outs);
 }
 int op_atleast_3d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int rc = tensor("aten::atleast_3d", &a[0], "self", &x);
-  return rc < 0 ? rc : one(atleast(x, 3), outs);
+  return rc < 0 ? rc : op_out1(atleast(x, 3), outs);
 }
 int op_ravel_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
   int64_t flat = -1;
   int rc = tensor("aten::ravel", &a[0], "self", &x);
-  return rc < 0 ? rc : one(kiln_reshape(x, 1, &flat), outs);
+  return rc < 0 ? rc : op_out1(kiln_reshape(x, 1, &flat), outs);
 }
 /* hstack: cat along 1 (0 for 1-d); vstack: atleast_2d then 0; dstack:
  * atleast_3d then 2; column_stack: 0-/1-d become columns, then 1 */
@@ -585,7 +580,7 @@ static int stack_like(const char *fn, const op_val *a, int kind, kiln_tensor **o
   }
   kiln_tensor *r = kiln_cat(ts, k, dim);
   core_free(ts);
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 int op_hstack_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return stack_like("aten::hstack", a, 0, outs);
@@ -624,7 +619,7 @@ static int masked_fill(const op_val *a, kiln_tensor **outs) {
   if (r && (r->ndim != x->ndim || memcmp(r->shape, x->shape, (size_t)x->ndim * 8)))
     return core_error(KILN_ERR_INVALID, "%s: mask %s does not broadcast to self %s", fn,
                       core_tensor_desc(m, d, sizeof d), core_tensor_desc(x, (char[64]){0}, 64));
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 int op_masked_fill_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return masked_fill(a, outs);
@@ -675,7 +670,7 @@ int op_index_copy_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   if (d < 0) return KILN_ERR_INVALID;
   kiln_tensor *m = index_mask(x, d, ix);
   kiln_tensor *z = m ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(m), OPV_I(0), OPV_T(x)}, 3) : NULL;
-  return one(z ? op_call1(KILN_OP_INDEX_ADD,
+  return op_out1(z ? op_call1(KILN_OP_INDEX_ADD,
                           (op_val[]){OPV_T(z), a[1], OPV_T(ix), OPV_T(src), OPV_I(1)}, 5)
                : NULL,
              outs);
@@ -689,7 +684,7 @@ int op_take_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     return rc;
   int64_t flat = -1;
   kiln_tensor *r = kiln_index_select(kiln_reshape(x, 1, &flat), 0, kiln_reshape(ix, 1, &flat));
-  return one(r ? kiln_reshape(r, ix->ndim, ix->shape) : NULL, outs);
+  return op_out1(r ? kiln_reshape(r, ix->ndim, ix->shape) : NULL, outs);
 }
 /* take_along_dim(x, indices, dim): gather with x and indices broadcast
  * against each other outside dim; dim None: over the flattened tensors */
@@ -701,7 +696,7 @@ int op_take_along_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int 
     return rc;
   int64_t flat = -1;
   if (a[2].tag == OP_VAL_NONE)
-    return one(kiln_gather(kiln_reshape(x, 1, &flat), 0, kiln_reshape(ix, 1, &flat)), outs);
+    return op_out1(kiln_gather(kiln_reshape(x, 1, &flat), 0, kiln_reshape(ix, 1, &flat)), outs);
   if (x->ndim != ix->ndim)
     return core_error(KILN_ERR_INVALID, "%s: input and indices should have the same number of "
                                         "dimensions, but got %d and %d", fn, x->ndim, ix->ndim);
@@ -715,7 +710,7 @@ int op_take_along_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int 
     sx[i] = i == d ? p : b;
     si[i] = i == d ? q : b;
   }
-  return one(kiln_gather(kiln_expand(x, x->ndim, sx), d, kiln_expand(ix, ix->ndim, si)), outs);
+  return op_out1(kiln_gather(kiln_expand(x, x->ndim, sx), d, kiln_expand(ix, ix->ndim, si)), outs);
 }
 /* scatter(x, dim, index, src|value): where the index hits, src's value */
 static int scatter(const op_val *a, kiln_tensor **outs) {
@@ -751,7 +746,7 @@ static int scatter(const op_val *a, kiln_tensor **outs) {
                                            OPV_T(kiln_to_dtype(src, x->dtype))},
                                 4)
                      : NULL;
-  return one(v ? kiln_where(m, v, x) : NULL, outs);
+  return op_out1(v ? kiln_where(m, v, x) : NULL, outs);
 }
 int op_scatter_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return scatter(a, outs);

@@ -11,19 +11,6 @@
 
 #include "op.h"
 
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-static int two(kiln_tensor *a, kiln_tensor *b, kiln_tensor **outs, int max) {
-  if (!a || !b) return KILN_ERR_INVALID;
-  if (max < 2) return core_error(KILN_ERR_INVALID, "room for %d outputs, need 2", max);
-  outs[0] = a;
-  outs[1] = b;
-  return 2;
-}
-
 typedef struct sort_ctx {
   const double *v;
   bool desc;
@@ -106,7 +93,7 @@ static int sort_common(const char *fn, kiln_tensor *x, int dim, bool desc, kiln_
                        int max) {
   if (dim < 0) return KILN_ERR_INVALID;
   kiln_tensor *ix = index_kernel(x, dim, desc, 0);
-  return two(gather(x, dim, ix), ix, outs, max);
+  return op_out2(gather(x, dim, ix), ix, outs, max);
 }
 int op_sort_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -129,7 +116,7 @@ int op_argsort_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   int dim = dim_arg("aten::argsort", &a[1], x, -1);
   if (dim < 0) return KILN_ERR_INVALID;
-  return one(index_kernel(x, dim, flag(&a[2], false), 0), outs);
+  return op_out1(index_kernel(x, dim, flag(&a[2], false), 0), outs);
 }
 int op_msort_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -137,7 +124,7 @@ int op_msort_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   int dim = core_wrap_dim("aten::msort", 0, x->ndim);
   if (dim < 0) return KILN_ERR_INVALID;
-  return one(gather(x, dim, index_kernel(x, dim, false, 0)), outs);
+  return op_out1(gather(x, dim, index_kernel(x, dim, false, 0)), outs);
 }
 /* topk(self, k, dim=-1, largest=True, sorted=True): the first k of a sort */
 int op_topk_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -153,7 +140,7 @@ int op_topk_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
                       fn, (long long)k, (long long)len);
   kiln_tensor *ix = index_kernel(x, dim, flag(&a[3], true), 0);
   if (ix && x->ndim) ix = kiln_contiguous(kiln_narrow(ix, dim, 0, k));
-  return two(gather(x, dim, ix), ix, outs, max);
+  return op_out2(gather(x, dim, ix), ix, outs, max);
 }
 /* kthvalue(self, k, dim=-1, keepdim=False): the k-th smallest */
 int op_kthvalue_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -174,7 +161,7 @@ int op_kthvalue_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     v = kiln_squeeze_dim(v, dim);
     ix = kiln_squeeze_dim(ix, dim);
   }
-  return two(v, ix, outs, max);
+  return op_out2(v, ix, outs, max);
 }
 /* median: the lower middle of the sorted values; NaN if any is NaN (NaN
  * sorts last, so the last element decides) */
@@ -196,7 +183,7 @@ static int median_dim(kiln_tensor *x, int dim, bool keepdim, kiln_tensor **outs,
     v = kiln_squeeze_dim(v, dim);
     pick = kiln_squeeze_dim(pick, dim);
   }
-  return two(v, pick, outs, max);
+  return op_out2(v, pick, outs, max);
 }
 int op_median_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -207,7 +194,7 @@ int op_median_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (!f) return KILN_ERR_INVALID;
   rc = median_dim(f, 0, false, o, 2);
   if (rc < 0) return rc;
-  return one(o[0], outs);
+  return op_out1(o[0], outs);
 }
 int op_median_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x;
@@ -225,7 +212,7 @@ static int cum_ext(const char *fn, const op_val *a, int kind, kiln_tensor **outs
   int dim = dim_arg(fn, &a[1], x, 0);
   if (dim < 0) return KILN_ERR_INVALID;
   kiln_tensor *ix = index_kernel(x, dim, false, kind);
-  return two(gather(x, dim, ix), ix, outs, max);
+  return op_out2(gather(x, dim, ix), ix, outs, max);
 }
 int op_cummax_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return cum_ext("aten::cummax", a, 1, outs, max);
@@ -264,7 +251,7 @@ int op_cumsum_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0 || (rc = scan_dtype(&a[0], &a[2], &d)) < 0) return rc;
   int dim = dim_arg("aten::cumsum", &a[1], x, 0);
   if (dim < 0) return KILN_ERR_INVALID;
-  return one(cumsum(x, dim, d), outs);
+  return op_out1(cumsum(x, dim, d), outs);
 }
 /* cumprod: running products, one slice at a time */
 int op_cumprod_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -275,7 +262,7 @@ int op_cumprod_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int dim = dim_arg("aten::cumprod", &a[1], x, 0);
   if (dim < 0) return KILN_ERR_INVALID;
   x = kiln_to_dtype(x, d);
-  if (!x || x->ndim == 0 || x->shape[dim] <= 1) return one(x ? kiln_clone(x) : NULL, outs);
+  if (!x || x->ndim == 0 || x->shape[dim] <= 1) return op_out1(x ? kiln_clone(x) : NULL, outs);
   int64_t len = x->shape[dim];
   kiln_tensor **parts = core_alloc((size_t)len * sizeof *parts);
   if (!parts) return KILN_ERR_NOMEM;
@@ -284,7 +271,7 @@ int op_cumprod_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     parts[i] = kiln_mul(parts[i - 1], kiln_narrow(x, dim, i, 1));
   kiln_tensor *r = parts[len - 1] ? kiln_cat(parts, (int)len, dim) : NULL;
   core_free(parts);
-  return one(r, outs);
+  return op_out1(r, outs);
 }
 /* logcumsumexp = log(cumsum(e^(x - m))) + m, m the (finite) max, constant */
 int op_logcumsumexp_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -295,7 +282,7 @@ int op_logcumsumexp_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
   if (dim < 0) return KILN_ERR_INVALID;
   if (!core_dtype_is_floating(x->dtype)) x = kiln_to_dtype(x, KILN_DTYPE_F32);
   if (!x) return KILN_ERR_INVALID;
-  if (x->ndim == 0 || core_numel(x->ndim, x->shape) == 0) return one(kiln_mul_scalar(x, 1), outs);
+  if (x->ndim == 0 || core_numel(x->ndim, x->shape) == 0) return op_out1(kiln_mul_scalar(x, 1), outs);
   kiln_no_grad_begin();
   kiln_tensor *m = kiln_amax(kiln_detach(x), (int64_t[]){dim}, 1, true);
   kiln_tensor *inf = m ? op_call1(KILN_OP_ISINF, (op_val[]){OPV_T(m)}, 1) : NULL;
@@ -303,5 +290,5 @@ int op_logcumsumexp_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
   kiln_no_grad_end();
   if (!m) return KILN_ERR_INVALID;
   kiln_tensor *c = cumsum(kiln_exp(kiln_sub(x, m)), dim, x->dtype);
-  return one(c ? kiln_add(kiln_log(c), m) : NULL, outs);
+  return op_out1(c ? kiln_add(kiln_log(c), m) : NULL, outs);
 }

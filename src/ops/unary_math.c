@@ -358,15 +358,9 @@ int op_polygamma_grad(op_grad_ctx *g) { /* g polygamma(n + 1, x) */
 }
 
 /* ---- decompositions ------------------------------------------------------- */
-static int one(kiln_tensor *t, kiln_tensor **outs) {
-  if (!t) return KILN_ERR_INVALID;
-  outs[0] = t;
-  return 1;
-}
-
 /* sgn is sign for real tensors */
 int op_sgn_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  return one(op_call1(KILN_OP_SIGN, a, 1), outs);
+  return op_out1(op_call1(KILN_OP_SIGN, a, 1), outs);
 }
 /* positive(x) is x itself (a view of it) */
 int op_positive_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -375,25 +369,25 @@ int op_positive_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   if (rc < 0) return rc;
   if (t->dtype == KILN_DTYPE_BOOL)
     return core_error(KILN_ERR_INVALID, "aten::positive: not supported for bool tensors");
-  return one(kiln_expand(t, t->ndim, t->shape), outs);
+  return op_out1(kiln_expand(t, t->ndim, t->shape), outs);
 }
 int op_square_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *t;
   int rc = op_arg_tensor("aten::square", &a[0], "self", &t);
   if (rc < 0) return rc;
-  return one(op_call1(KILN_OP_POW, (op_val[]){a[0], OPV_I(2)}, 2), outs);
+  return op_out1(op_call1(KILN_OP_POW, (op_val[]){a[0], OPV_I(2)}, 2), outs);
 }
 int op_deg2rad_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *t;
   int rc = op_arg_tensor("aten::deg2rad", &a[0], "self", &t);
   if (rc < 0) return rc;
-  return one(kiln_mul_scalar(t, M_PI / 180.0), outs);
+  return op_out1(kiln_mul_scalar(t, M_PI / 180.0), outs);
 }
 int op_rad2deg_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *t;
   int rc = op_arg_tensor("aten::rad2deg", &a[0], "self", &t);
   if (rc < 0) return rc;
-  return one(kiln_mul_scalar(t, 180.0 / M_PI), outs);
+  return op_out1(kiln_mul_scalar(t, 180.0 / M_PI), outs);
 }
 /* logit(x, eps) = log(z / (1 - z)), z = clamp(x, eps, 1 - eps) when eps is given */
 int op_logit_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -406,5 +400,5 @@ int op_logit_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
     z = kiln_clamp(z, eps, 1.0 - eps);
   }
   if (!z) return KILN_ERR_INVALID;
-  return one(kiln_log(kiln_div(z, kiln_add_scalar(kiln_neg(z), 1.0))), outs);
+  return op_out1(kiln_log(kiln_div(z, kiln_add_scalar(kiln_neg(z), 1.0))), outs);
 }
