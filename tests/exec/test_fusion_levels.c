@@ -12,7 +12,7 @@ TEST(fusion_native_kernel_per_cpu_level) {
   const char *old_dir = getenv("KILN_CACHE_DIR");
   char *saved_dir = old_dir ? strdup(old_dir) : NULL;
   setenv("KILN_CACHE_DIR", "off", 1); /* compile each one, keep none */
-  int prev = fusion_cc_set_mode(2), saved = core_cpu_level();
+  int prev = exec_fusion_cc_set_mode(2), saved = core_cpu_level();
   /* exp(x) * y: a transcendental through vmath.h, so fmaf at every level */
   fusion_cc_step st[2] = {{op_table[KILN_OP_EXP].tile_srcs[KILN_DTYPE_F32],
                            {-1, -1, -1},
@@ -35,7 +35,7 @@ TEST(fusion_native_kernel_per_cpu_level) {
   char *first[CORE_CPU_LEVELS] = {0};
   for (int l = 0; l <= core_cpu_max_level(); l++) {
     core_cpu_set_level(l);
-    char *src = fusion_cc_source(st, 2, &out_step, 1);
+    char *src = exec_fusion_cc_source(st, 2, &out_step, 1);
     CHECK(src != NULL);
     if (!src) continue;
     char want_line[64];
@@ -44,22 +44,22 @@ TEST(fusion_native_kernel_per_cpu_level) {
     first[l] = strndup(src, nl ? (size_t)(nl - src) : strlen(src));
     CHECK_STR_CONTAINS(first[l], want_line);
     for (int k = 0; k < l; k++) CHECK(first[k] && strcmp(first[k], first[l]) != 0);
-    fusion_cc_kernel *kern = fusion_cc_compile(src);
+    fusion_cc_kernel *kern = exec_fusion_cc_compile(src);
     CHECK_MSG(kern != NULL, "level %s: %s", core_cpu_level_name(l), kiln_last_error());
     if (kern) {
       const void *in[2] = {x, y};
       void *out[1] = {got};
       memset(got, 0, sizeof got);
-      fusion_cc_fn(kern)(out, in, 45, at);
+      exec_fusion_cc_fn(kern)(out, in, 45, at);
       CHECK_MSG(memcmp(got, want, sizeof got) == 0, "level %s: kernel != tiles",
                 core_cpu_level_name(l));
-      fusion_cc_free(kern);
+      exec_fusion_cc_free(kern);
     }
     core_free(src);
   }
   for (int l = 0; l < CORE_CPU_LEVELS; l++) free(first[l]);
   core_cpu_set_level(saved);
-  fusion_cc_set_mode(prev);
+  exec_fusion_cc_set_mode(prev);
   if (saved_dir) setenv("KILN_CACHE_DIR", saved_dir, 1);
   else unsetenv("KILN_CACHE_DIR");
   free(saved_dir);
