@@ -28,29 +28,23 @@ static int ints_arg(const char *fn, const op_val *v, const char *name, int *n,
 }
 
 /* ---- as another tensor ------------------------------------------------------------ */
-int op_expand_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+/* self shaped as other by fn (expand, view or reshape). */
+static int as_other(const char *name, const op_val *a, kiln_tensor **outs,
+                    kiln_tensor *(*fn)(kiln_tensor *, int, const int64_t *)) {
   kiln_tensor *x, *o;
   int rc;
-  if ((rc = tensor("aten::expand_as", &a[0], "self", &x)) < 0 ||
-      (rc = tensor("aten::expand_as", &a[1], "other", &o)) < 0)
+  if ((rc = tensor(name, &a[0], "self", &x)) < 0 || (rc = tensor(name, &a[1], "other", &o)) < 0)
     return rc;
-  return op_out1(kiln_expand(x, o->ndim, o->shape), outs);
+  return op_out1(fn(x, o->ndim, o->shape), outs);
+}
+int op_expand_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return as_other("aten::expand_as", a, outs, kiln_expand);
 }
 int op_view_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  kiln_tensor *x, *o;
-  int rc;
-  if ((rc = tensor("aten::view_as", &a[0], "self", &x)) < 0 ||
-      (rc = tensor("aten::view_as", &a[1], "other", &o)) < 0)
-    return rc;
-  return op_out1(kiln_view(x, o->ndim, o->shape), outs);
+  return as_other("aten::view_as", a, outs, kiln_view);
 }
 int op_reshape_as_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
-  kiln_tensor *x, *o;
-  int rc;
-  if ((rc = tensor("aten::reshape_as", &a[0], "self", &x)) < 0 ||
-      (rc = tensor("aten::reshape_as", &a[1], "other", &o)) < 0)
-    return rc;
-  return op_out1(kiln_reshape(x, o->ndim, o->shape), outs);
+  return as_other("aten::reshape_as", a, outs, kiln_reshape);
 }
 int op_broadcast_to_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return op_out1(op_call1(KILN_OP_EXPAND, (op_val[]){a[0], a[1], OPV_B(false)}, 3), outs);
