@@ -21,6 +21,7 @@ with tools/kiln-export's export_module and writes
         train.grad.<param>       its gradients, when they differ from eval's
                                  (metadata train_same_as_eval)
         train.buffer.<name>      buffers the training-mode forward changed
+        nograd.output.<k>        eval mode under torch.no_grad() (FAST_PATH)
         metadata: ops (JSON list of the graph's node kinds), n_inputs,
                   n_outputs, rtol, atol
 
@@ -335,6 +336,13 @@ GRADS = {'cnn', 'resnet18', 'transformer_encoder', 'transformer_encoder_seq_firs
          'unet_block', 'vae', 'batchnorm2d_train', 'layernorm', 'groupnorm'}
 
 
+# graphs with PyTorch's fused transformer kernels: their goldens also hold
+# nograd.output.<k>, eval mode under torch.no_grad(), where nn.Transformer-
+# EncoderLayer (batch_first) and nn.MultiheadAttention (self-attention)
+# take the fast path through them
+FAST_PATH = {'aten::_transformer_encoder_layer_fwd', 'aten::_native_multi_head_attention'}
+
+
 def make_inputs(examples, seed):
     g = torch.Generator().manual_seed(seed)
     ts = []
@@ -403,6 +411,12 @@ def generate(name):
                 if not torch.equal(v, state[k]):
                     gold['train.buffer.%s' % k] = v.detach().clone()
     same = all(torch.equal(a, b) for a, b in zip(res['eval'][0], res['train'][0]))
+    if FAST_PATH & set(ops):  # eval under no_grad: the fused kernels' path
+        m.load_state_dict(state)
+        m.eval()
+        with torch.no_grad():
+            for i, o in enumerate(flatten(m(*inputs))):
+                gold['nograd.output.%d' % i] = o.clone()
     for mode in ('eval',) if same else ('eval', 'train'):
         outs, grads = res[mode]
         for i, o in enumerate(outs):

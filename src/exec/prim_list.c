@@ -1,6 +1,8 @@
 /* src/exec/prim_list.c: list and tuple builtins of the interpreter
  * (prim::ListConstruct, ListUnpack, TupleConstruct, TupleUnpack,
- * TupleIndex, aten::__getitem__, aten::len). */
+ * TupleIndex, aten::__getitem__, aten::len, aten::all/any of a bool list). */
+#include <string.h>
+
 #include "prims.h"
 
 int exec_prim_list_construct(const exec_instr *x, exec_value *in, exec_value *out) {
@@ -53,6 +55,10 @@ int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out) {
     out[0] = (exec_value){.tag = EXEC_V_INT, .i = in[0].t->shape[0]};
     return 0;
   }
+  if (in[0].tag == EXEC_V_STR) { /* bytes; the graphs' strings are ASCII messages */
+    out[0] = (exec_value){.tag = EXEC_V_INT, .i = (int64_t)strlen(in[0].s)};
+    return 0;
+  }
   return core_error(KILN_ERR_INVALID, "%s: len() of a %s", x->name, exec_tag_name(in[0].tag));
 }
 
@@ -85,4 +91,28 @@ int exec_prim_list_slice(const exec_instr *x, exec_value *in, exec_value *out) {
   out[0] = exec_list_make(EXEC_V_LIST, items, (int)len);
   core_free(items);
   return out[0].tag == EXEC_V_NONE ? KILN_ERR_NOMEM : 0;
+}
+
+/* aten::all.bool / aten::any.bool (bool[] self): Python's all()/any() of a
+ * list of bools (TransformerEncoderLayer's fast-path checks). */
+static int all_any(const exec_instr *x, exec_value *in, exec_value *out, bool any) {
+  if (in[0].tag != EXEC_V_LIST)
+    return core_error(KILN_ERR_INVALID, "%s: expected a list, got %s", x->name,
+                      exec_tag_name(in[0].tag));
+  bool r = !any;
+  for (int i = 0; i < in[0].list->n; i++) {
+    const exec_value *v = &in[0].list->items[i];
+    if (v->tag != EXEC_V_BOOL)
+      return core_error(KILN_ERR_INVALID, "%s: expected a list of bools, got a %s element",
+                        x->name, exec_tag_name(v->tag));
+    if (v->b == any) r = any;
+  }
+  out[0] = (exec_value){.tag = EXEC_V_BOOL, .b = r};
+  return 0;
+}
+int exec_prim_all_list(const exec_instr *x, exec_value *in, exec_value *out) {
+  return all_any(x, in, out, false);
+}
+int exec_prim_any_list(const exec_instr *x, exec_value *in, exec_value *out) {
+  return all_any(x, in, out, true);
 }

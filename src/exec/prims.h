@@ -11,5 +11,7 @@ int exec_prim_unpack(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_getitem(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_list_slice(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_all_list(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_any_list(const exec_instr *x, exec_value *in, exec_value *out);
 
 #endif

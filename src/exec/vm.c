@@ -81,7 +81,7 @@ static bool truthy(const exec_value *v) {
   }
 }
 
-#define MAX_OP_ARGS 16
+#define MAX_OP_ARGS 24 /* _transformer_encoder_layer_fwd has 20 */
 
 static int run_op(const exec_instr *x, exec_value *regs) {
   const op_info *info = &op_table[x->op];

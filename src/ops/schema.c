@@ -7,7 +7,7 @@
 
 #include "op.h"
 
-#define SCHEMA_MAX_ARGS 16
+#define SCHEMA_MAX_ARGS 24 /* _transformer_encoder_layer_fwd has 20 */
 
 typedef struct arg_info {
   char type[24];

@@ -121,8 +121,23 @@ int pass_specialize_from_profiles(ir_graph *g) {
     core_free(m);
     return rc;
   }
-  for (int i = 0; i < n; i++)
-    if (m[i].t->seen) ((ir_value *)m[i].v)->type = m[i].t;
+  for (int i = 0; i < n; i++) {
+    if (!m[i].t->seen) continue;
+    ir_value *v = (ir_value *)m[i].v;
+    /* a Tensor? output of a prim::If keeps its optionality: a block that
+     * did not run while profiling may return it a Tensor? (nn.Transformer-
+     * EncoderLayer's merged mask), and Tensor does not accept Tensor? */
+    if (v->type->kind == IR_TYPE_OPTIONAL && v->node && v->node->prim == IR_PRIM_IF) {
+      const ir_type *o = ir_type_optional(g, m[i].t);
+      if (!o) {
+        core_free(m);
+        return KILN_ERR_NOMEM;
+      }
+      v->type = o;
+    } else {
+      v->type = m[i].t;
+    }
+  }
   core_free(m);
   return strip(ir_graph_top(g));
 }

@@ -224,6 +224,61 @@ TEST(models_corpus_match_pytorch) {
   CHECK(running >= 4);
 }
 
+/* Eval mode under no_grad, where PyTorch's transformer layers take their
+ * fast path (the fused kernels, src/ops/attention.c): outputs equal the
+ * goldens' nograd.output.<k> in every configuration. */
+TEST(models_eval_no_grad_fast_path) {
+  int n = 0;
+  for (int mi = 0; mi < N_MODELS; mi++) {
+    char gp[256], ir[256], w[256], why[256], key[64];
+    snprintf(gp, sizeof gp, DIR "%s.golden.safetensors", models[mi]);
+    kiln_safetensors *gold = kiln_safetensors_load(gp);
+    if (!gold || !kiln_safetensors_find(gold, "nograd.output.0")) {
+      kiln_safetensors_free(gold);
+      continue;
+    }
+    snprintf(ir, sizeof ir, DIR "%s.ir", models[mi]);
+    snprintf(w, sizeof w, DIR "%s.safetensors", models[mi]);
+    for (size_t c = 0; c < sizeof cfgs / sizeof *cfgs; c++) {
+      kiln_model_opts o;
+      kiln_model_opts_default(&o);
+      o.mode = cfgs[c].mode;
+      o.training = 0;
+      kiln_model *m = kiln_model_load(ir, w, &o);
+      CHECK_MSG(m != NULL, "%s: %s", models[mi], kiln_last_error());
+      if (!m) continue;
+      kiln_scope_begin();
+      kiln_value in[8], out[16];
+      int n_in = kiln_model_n_inputs(m), k = 0;
+      for (int i = 0; i < n_in && i < 8; i++) {
+        snprintf(key, sizeof key, "input.%d", i);
+        kiln_tensor *t = kiln_clone(kiln_safetensors_find(gold, key));
+        in[i] = (kiln_value){.kind = KILN_VALUE_TENSOR,
+                             .t = cfgs[c].mode == KILN_NN_LAZY ? kiln_to_lazy(t) : t};
+      }
+      kiln_no_grad_begin();
+      for (int call = 0; call < cfgs[c].calls && k >= 0; call++)
+        k = kiln_model_call(m, in, n_in, out, 16);
+      kiln_no_grad_end();
+      CHECK_MSG(k > 0, "%s (%s): %s", models[mi], cfgs[c].label, kiln_last_error());
+      if (cfgs[c].mode == KILN_NN_LAZY) kiln_mark_step();
+      for (int i = 0; i < k; i++) {
+        snprintf(key, sizeof key, "nograd.output.%d", i);
+        kiln_tensor *want = kiln_safetensors_find(gold, key);
+        CHECK_MSG(!want || (out[i].kind == KILN_VALUE_TENSOR &&
+                            close_to(out[i].t, want, 1e-4, 1e-5, why, sizeof why)),
+                  "%s (%s, no_grad) output %d: %s", models[mi], cfgs[c].label, i, why);
+      }
+      kiln_scope_end();
+      kiln_model_free(m);
+    }
+    n++;
+    kiln_safetensors_free(gold);
+  }
+  test_note("%d models with fused-kernel fast paths, eval under no_grad", n);
+  CHECK(n >= 2);
+}
+
 /* ---- hand-written module graphs and bad exports ------------------------------ */
 
 static void write_file(const char *path, const char *text) {

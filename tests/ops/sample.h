@@ -16,7 +16,7 @@
 
 #include "ops/op.h"
 
-#define SAMPLE_MAX_ARGS 12
+#define SAMPLE_MAX_ARGS 20
 #define SAMPLE_MAX_SLOTS 16
 
 typedef struct op_sample {
