@@ -1,5 +1,5 @@
 # kiln: one GNU Makefile. Targets: all, test, test SAN=1, test-python,
-# test-mpi, bench, bench-compare, check, run, fuzz, install, uninstall,
+# test-mpi, bench, bench-compare, check, run, fuzz, coverage, install, uninstall,
 # clean. Objects go to build/ (build-san/ for SAN=1, build-mpi/ for MPI=1).
 PREFIX ?= /usr/local
 CC ?= cc
@@ -16,6 +16,10 @@ ifeq ($(FUZZ),1)
   BUILD := build-fuzz
   OPT := -O1 -g -fno-omit-frame-pointer \
          -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -Wno-pass-failed
+else ifeq ($(COV),1)
+  # make coverage: gcov instrumentation, no optimization (exact line counts).
+  BUILD := build-cov
+  OPT := -O0 -g --coverage $(FP_FLAGS)
 else ifeq ($(SAN),1)
   BUILD := build-san
   # float-cast-overflow: gcc's "undefined" leaves it out (clang's includes
@@ -78,7 +82,7 @@ SO_NAME := libkiln.so.$(SO_MAJOR)
 SO_REAL := libkiln.so.$(VERSION)
 
 .PHONY: test-mpi
-.PHONY: all test test-python bench check run install uninstall clean deps deps-test bench-compare fuzz \
+.PHONY: all test test-python bench check run install uninstall clean deps deps-test bench-compare fuzz coverage \
         fuzz-run FORCE
 
 all: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln $(BUILD)/logreg
@@ -174,7 +178,7 @@ bench-compare: $(BUILD)/bench_kiln
 # Fuzzing (libFuzzer, clang): each target of fuzz/ runs FUZZ_TIME seconds
 # (default 60) from its seeds; new inputs collect in build-fuzz/corpus/, a
 # crash leaves its input in build-fuzz/ and fails the target.
-FUZZ_TARGETS := ir run npy safetensors idx checkpoint cli lazy
+FUZZ_TARGETS := ir run npy safetensors idx checkpoint cli lazy exec
 FUZZ_TIME ?= 60
 FUZZ_SEEDS_ir := tests/data/ir
 FUZZ_SEEDS_run := tests/data/ir fuzz/seeds/run
@@ -184,6 +188,7 @@ FUZZ_SEEDS_idx := fuzz/seeds/idx
 FUZZ_SEEDS_checkpoint := fuzz/seeds/checkpoint
 FUZZ_SEEDS_cli := fuzz/seeds/cli
 FUZZ_SEEDS_lazy := fuzz/seeds/lazy
+FUZZ_SEEDS_exec := fuzz/seeds/exec
 
 fuzz:
 	@sh scripts/deps.sh --fuzz
@@ -203,10 +208,20 @@ fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 	    $(BUILD)/corpus/$$t $$(case $$t in ir) echo $(FUZZ_SEEDS_ir);; run) echo $(FUZZ_SEEDS_run);; npy) echo $(FUZZ_SEEDS_npy);; \
 	      safetensors) echo $(FUZZ_SEEDS_safetensors);; idx) echo $(FUZZ_SEEDS_idx);; \
 	      checkpoint) echo $(FUZZ_SEEDS_checkpoint);; cli) echo $(FUZZ_SEEDS_cli);; \
-	      lazy) echo $(FUZZ_SEEDS_lazy);; esac) \
+	      lazy) echo $(FUZZ_SEEDS_lazy);; exec) echo $(FUZZ_SEEDS_exec);; esac) \
 	    2>&1 | grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit" ; \
 	  [ -z "$$(ls $(BUILD)/$$t-* 2>/dev/null)" ] || { echo "fuzz: $$t crashed: $$(ls $(BUILD)/$$t-*)"; exit 1; }; \
 	done
+
+# Coverage (gcov + lcov): an instrumented build in build-cov/, make test's
+# suite on it, then line and branch coverage per layer and overall
+# (scripts/coverage.sh; the lcov report is build-cov/coverage.info).
+coverage:
+	@sh scripts/deps.sh --coverage
+	$(MAKE) COV=1 build-cov/test_kiln build-cov/kiln
+	@find build-cov -name '*.gcda' -delete
+	-OMP_NUM_THREADS=2 KILN_BIN=./build-cov/kiln ./build-cov/test_kiln $(FILTER) | tail -3
+	sh scripts/coverage.sh build-cov
 
 # The main job: train the Fashion-MNIST MLP for 2 epochs in lazy mode (as
 # fast as eager here, and it runs the whole compiler), saving a checkpoint
@@ -261,7 +276,7 @@ uninstall:
 	  rm -rf $(DESTDIR)$(PYDIR)/kiln; fi
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-cov
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

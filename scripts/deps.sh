@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/deps.sh: installs the Debian packages kiln needs, when missing.
-# Usage: sh scripts/deps.sh [--test|--python|--fuzz|--mpi]   (what the test suite /
-# the Python package's tests / make fuzz / make MPI=1 add)
+# Usage: sh scripts/deps.sh [--test|--python|--fuzz|--mpi|--coverage]   (what the test suite /
+# the Python package's tests / make fuzz / make MPI=1 / make coverage add)
 set -e
 PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
 if [ "$1" = "--test" ]; then
@@ -12,6 +12,9 @@ if [ "$1" = "--python" ]; then
 fi
 if [ "$1" = "--mpi" ]; then
   PKGS="$PKGS libopenmpi-dev openmpi-bin"
+fi
+if [ "$1" = "--coverage" ]; then
+  PKGS="$PKGS lcov"
 fi
 if [ "$1" = "--fuzz" ]; then
   PKGS="$PKGS clang libomp-dev"

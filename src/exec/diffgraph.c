@@ -231,6 +231,26 @@ static int run_forward(const diff_plan *p, int n_in, exec_value *in, exec_value 
   return rc;
 }
 
+/* Marks in reach[o] whether output o of d's subgraph depends on an input
+ * that requires grad (PyTorch's requires_grad propagation): only those
+ * outputs get the node's history; the others stay plain tensors, as the
+ * same ops run eagerly leave them. < 0 on out of memory. */
+static int outputs_needing_grad(const diff_rt *d, const exec_value *in, bool *reach) {
+  const ir_block *top = ir_graph_top(d->sub);
+  bool *rg = core_calloc((size_t)ir_graph_value_count(d->sub) + 1, sizeof *rg);
+  if (!rg) return KILN_ERR_NOMEM;
+  for (int i = 0; i < ir_block_n_params(top) && i < d->n_in; i++)
+    rg[ir_block_param(top, i)->id] = in[i].t->requires_grad;
+  for (const ir_node *n = top->first; n; n = n->next) {
+    bool any = false;
+    for (int i = 0; i < n->n_inputs; i++) any |= rg[n->inputs[i]->id];
+    for (int i = 0; i < n->n_outputs; i++) rg[n->outputs[i]->id] = any;
+  }
+  for (int i = 0; i < ir_block_n_returns(top); i++) reach[i] = rg[ir_block_return(top, i)->id];
+  core_free(rg);
+  return 0;
+}
+
 int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
   diff_rt *d = x->k.obj;
   bool any_rg = false;
@@ -331,6 +351,15 @@ int exec_diff_rt_prim(const exec_instr *x, exec_value *in, exec_value *out) {
     op_meta_of(real[i], &b->out_meta[i]);
     op_meta_of(real[i], &node->in_meta[i]);
   }
+  bool *reach = core_calloc((size_t)(ir_block_n_returns(ir_graph_top(d->sub)) + n_real + 1), sizeof *reach);
+  if (!reach || (rc = outputs_needing_grad(d, in, reach)) < 0) {
+    core_free(reach);
+    rc = rc < 0 ? rc : KILN_ERR_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < n_real; i++)
+    if (!reach[i]) real[i] = NULL; /* no history: requires_grad stays false */
+  core_free(reach);
   if ((rc = ag_set_history(real, n_real, node)) < 0) goto done;
   for (int i = 0; i < n_real; i++) out[i] = exec_value_copy(&fo[i]);
 done:

@@ -21,7 +21,8 @@
  *   - the functional op gives self's shape and dtype: its profiled tensor
  *     arguments have self's dtype and complete sizes that broadcast into
  *     self's complete sizes (elementwise ops), and no float number goes
- *     into an integer self. Otherwise the in-place op could differ from
+ *     into an integer self, and the op's own result dtype (float for
+ *     exp, bool for eq) is self's. Otherwise the in-place op could differ from
  *     the functional one (promotion, broadcasting self up), so it stays.
  * What cannot be made functional stays in place, in order; the alias
  * analysis then keeps it (and what touches its memory) out of groups. */
@@ -40,6 +41,10 @@ static bool same_result(const ir_node *n) {
   int f = op_functional(n->op);
   if (!complete(self)) return false;
   if (!(op_table[f].flags & OPF_ELEMENTWISE)) return true; /* self's shape and dtype */
+  /* a float result (exp_ of an int64 self) or a bool one (eq_ of a float
+   * self) is not self's dtype: the in-place op casts or refuses */
+  if ((op_table[f].flags & OPF_FLOAT_ONLY) && !core_dtype_is_floating((kiln_dtype)self->dtype)) return false;
+  if ((op_table[f].flags & OPF_BOOL_OUT) && self->dtype != KILN_DTYPE_BOOL) return false;
   for (int i = 1; i < n->n_inputs; i++) {
     const ir_type *t = n->inputs[i]->type;
     if (t->kind == IR_TYPE_FLOAT && !core_dtype_is_floating((kiln_dtype)self->dtype)) return false;

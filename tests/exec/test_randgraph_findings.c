@@ -1,0 +1,80 @@
+/* tests/exec/test_randgraph_findings.c: regression tests for what the
+ * random-graph differential fuzzer (fuzz/fuzz_exec.c, the property test
+ * in test_randgraph.c) found: each is a small graph whose jit result
+ * differed from eager, with the values checked by hand. */
+#include "test.h"
+
+#include "kiln.h"
+
+static kiln_value T(kiln_tensor *t) { return (kiln_value){.kind = KILN_VALUE_TENSOR, .t = t}; }
+
+/* A DifferentiableGraph gave every output a grad_fn when any input
+ * required grad: here y = leaky_relu(a) came out requires_grad although
+ * only b requires grad (eager: y does not), so backward from y "worked". */
+TEST(randgraph_diffgraph_output_without_grad_input_does_not_require_grad) {
+  static const char *text = "graph(%a : Tensor, %b : Tensor):\n"
+                            "  %c : float = prim::Constant[value=0.25]()\n"
+                            "  %y : Tensor = aten::leaky_relu(%a, %c)\n"
+                            "  %z : Tensor = aten::tanh(%b)\n"
+                            "  %w : Tensor = aten::mul(%z, %b)\n"
+                            "  return (%y, %w)\n";
+  kiln_scope_begin();
+  kiln_graph *g = kiln_graph_parse(text, strlen(text));
+  kiln_function *f = g ? kiln_function_new(g) : NULL;
+  CHECK_MSG(f != NULL, "%s", kiln_last_error());
+  float av[2] = {-2, 4}, bv[2] = {0, 0.5f};
+  int64_t shape[1] = {2};
+  for (int call = 0; f && call < 3; call++) { /* profiling, optimizing, optimized */
+    kiln_scope_begin();
+    kiln_tensor *a = kiln_from_data(av, 1, shape, KILN_DTYPE_F32);
+    kiln_tensor *b = kiln_from_data(bv, 1, shape, KILN_DTYPE_F32);
+    kiln_set_requires_grad(b, true);
+    kiln_value in[2] = {T(a), T(b)}, out[2];
+    CHECK_EQ_INT(kiln_function_call(f, in, 2, out, 2), 2);
+    float y[2] = {0};
+    kiln_tensor_copy_to(out[0].t, y, KILN_DTYPE_F32);
+    CHECK_NEAR(y[0], -0.5, 0);
+    CHECK_NEAR(y[1], 4, 0);
+    CHECK_MSG(!kiln_requires_grad(out[0].t), "call %d: y requires grad", call + 1);
+    CHECK_MSG(kiln_requires_grad(out[1].t), "call %d: w does not require grad", call + 1);
+    kiln_tensor *ly = kiln_sum(out[0].t, NULL, 0, false);
+    CHECK(kiln_backward(ly, NULL) < 0); /* as eager: y has no grad_fn */
+    /* d/db sum(tanh(b) * b) = tanh(b) + b (1 - tanh(b)^2) */
+    CHECK(kiln_backward(kiln_sum(out[1].t, NULL, 0, false), NULL) == 0);
+    float gb[2] = {0};
+    kiln_tensor_copy_to(kiln_tensor_grad(b), gb, KILN_DTYPE_F32);
+    double t = tanh(0.5);
+    CHECK_NEAR(gb[0], 0, 1e-6);
+    CHECK_NEAR(gb[1], t + 0.5 * (1 - t * t), 1e-5);
+    kiln_scope_end();
+  }
+  kiln_function_free(f);
+  kiln_graph_free(g);
+  kiln_scope_end();
+}
+
+/* Functionalization turned sigmoid_ of a bool tensor into sigmoid, whose
+ * float result cannot be written into bool self: eager refuses it, the
+ * profiling call refused it, and the optimized call 2 ran it. */
+TEST(randgraph_inplace_float_op_on_bool_fails_in_every_call) {
+  static const char *text = "graph(%x : Tensor):\n"
+                            "  %y : Tensor = aten::logical_not(%x)\n"
+                            "  %z : Tensor = aten::sigmoid_(%y)\n"
+                            "  return (%z)\n";
+  kiln_scope_begin();
+  kiln_graph *g = kiln_graph_parse(text, strlen(text));
+  kiln_function *f = g ? kiln_function_new(g) : NULL;
+  CHECK_MSG(f != NULL, "%s", kiln_last_error());
+  bool xv[3] = {true, false, true};
+  int64_t shape[1] = {3};
+  kiln_tensor *x = kiln_from_data(xv, 1, shape, KILN_DTYPE_BOOL);
+  for (int call = 0; f && call < 3; call++) {
+    kiln_value in[1] = {T(x)}, out[1];
+    kiln_clear_error();
+    CHECK_MSG(kiln_function_call(f, in, 1, out, 1) < 0, "call %d ran", call + 1);
+    CHECK_STR_CONTAINS(kiln_last_error(), "can't be cast");
+  }
+  kiln_function_free(f);
+  kiln_graph_free(g);
+  kiln_scope_end();
+}
