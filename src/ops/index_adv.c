@@ -252,6 +252,11 @@ int op_index_put_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
   memcpy(vs + 1, rest, (size_t)nrest * sizeof *vs);
   kiln_tensor *vr = ve ? kiln_reshape(ve, 1 + nrest, vs) : NULL;
   if (!vr) return op_failed_status();
+  if (x->dtype == KILN_DTYPE_BOOL) { /* index_add has no bool kernel: in int64, cast back */
+    g = kiln_to_dtype(g, KILN_DTYPE_I64);
+    vr = kiln_to_dtype(vr, KILN_DTYPE_I64);
+    if (!g || !vr) return op_failed_status();
+  }
   kiln_tensor *y = acc ? op_call1(KILN_OP_INDEX_ADD,
                                   (op_val[]){OPV_T(g), OPV_I(0), OPV_T(ai.lin), OPV_T(vr), OPV_I(1)}, 5)
                        : op_call1(KILN_OP_INDEX_COPY,
@@ -271,6 +276,7 @@ int op_index_put_decompose(const op_val *a, int n, kiln_tensor **outs, int max) 
       back[i] = k;
       ps[k++] = x->shape[i];
     }
+  if (x->dtype == KILN_DTYPE_BOOL && !(y = kiln_to_dtype(y, KILN_DTYPE_BOOL))) return op_failed_status();
   kiln_tensor *r = kiln_reshape(y, x->ndim, ps);
   r = r ? kiln_permute(r, x->ndim, back) : NULL;
   return op_out1(r ? kiln_contiguous(r) : NULL, outs);
