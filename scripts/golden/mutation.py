@@ -39,13 +39,15 @@ OUT = os.path.join(ROOT, 'tests', 'data', 'mutation')
 CASES = []
 
 
-def case(*inputs, grad=(), lazy_error=None):
+def case(*inputs, grad=(), lazy_error=None, error=None):
     """inputs: ('t', shape) normal float32, ('pos', shape) in [0.5, 2),
-    ('long', shape, high), or a Python literal; grad: indices requiring grad
-    (never written: in place on such a leaf is an error); lazy_error: the
-    message kiln's --lazy run fails with instead."""
+    ('long', shape, high), ... (make_input), or a Python literal; grad:
+    indices requiring grad (never written: in place on such a leaf is an
+    error); lazy_error: the message kiln's --lazy run fails with instead;
+    error: PyTorch's error message, which every kiln run must fail with
+    too (meta "error")."""
     def deco(fn):
-        CASES.append((fn.__name__, fn, inputs, tuple(grad), lazy_error))
+        CASES.append((fn.__name__, fn, inputs, tuple(grad), (lazy_error, error)))
         return fn
     return deco
 
@@ -266,6 +268,183 @@ def mul_div_non_leaf(x, y):
     return h
 
 
+# ---- every other in-place variant the op table derives (OPF_HAS_INPLACE) -------------------
+# (name, input specs, statement writing t, on_input): t is a temporary x * 1.0 (x * 1 for
+# integers), or with on_input the graph input x itself (ops whose repeated application over
+# --runs 5 stays well conditioned). y, z are inputs 1 and 2.
+
+T34, P34, U34 = ('t', (3, 4)), ('pos', (3, 4)), ('unit', (3, 4))
+VARIANTS = [
+    ('acos_', [U34], 't.acos_()', False),
+    ('asin_', [U34], 't.asin_()', False),
+    ('atan_', [T34], 't.atan_()', True),
+    ('acosh_', [('gt1', (3, 4))], 't.acosh_()', False),
+    ('asinh_', [T34], 't.asinh_()', True),
+    ('atanh_', [U34], 't.atanh_()', False),
+    ('cosh_', [T34], 't.cosh_()', False),
+    ('sinh_', [T34], 't.sinh_()', False),
+    ('tan_', [U34], 't.tan_()', False),
+    ('ceil_', [T34], 't.mul_(3.0)\n    t.ceil_()', False),
+    ('floor_', [T34], 't.floor_()', True),
+    ('trunc_', [T34], 't.mul_(3.0)\n    t.trunc_()', False),
+    ('round_', [T34], 't.mul_(3.0)\n    t.round_()', False),
+    ('frac_', [T34], 't.mul_(3.0)\n    t.frac_()', False),
+    ('deg2rad_', [T34], 't.deg2rad_()', False),
+    ('rad2deg_', [T34], 't.rad2deg_()', False),
+    ('digamma_', [P34], 't.digamma_()', False),
+    ('lgamma_', [P34], 't.lgamma_()', False),
+    ('erfc_', [T34], 't.erfc_()', False),
+    ('erfinv_', [U34], 't.erfinv_()', False),
+    ('exp2_', [T34], 't.exp2_()', False),
+    ('expm1_', [T34], 't.expm1_()', False),
+    ('log10_', [P34], 't.log10_()', False),
+    ('log1p_', [P34], 't.log1p_()', False),
+    ('log2_', [P34], 't.log2_()', False),
+    ('sgn_', [T34], 't.sgn_()', True),
+    ('square_', [T34], 't.square_()', False),
+    ('logit_', [('prob', (3, 4))], 't.logit_()', False),
+    ('logit_eps_', [('prob', (3, 4))], 't.mul_(1.2)\n    t.logit_(0.05)', False),
+    ('nan_to_num_', [T34], 't.log_()\n    t.add_(1.0 / x.floor())\n    t.nan_to_num_(0.5, 100.0, -100.0)', False),
+    ('celu_', [T34], 'torch.ops.aten.celu_(t, 0.5)', False),
+    ('elu_', [T34], 'torch.ops.aten.elu_(t, 1.5)', True),
+    ('selu_', [T34], 'torch.ops.aten.selu_(t)', False),
+    ('gelu_', [T34], 'torch.ops.aten.gelu_(t)', False),
+    ('gelu_tanh_', [T34], "torch.ops.aten.gelu_(t, approximate='tanh')", False),
+    ('hardsigmoid_', [T34], 't.mul_(3.0)\n    torch.ops.aten.hardsigmoid_(t)', False),
+    ('hardswish_', [T34], 't.mul_(3.0)\n    torch.ops.aten.hardswish_(t)', False),
+    ('hardtanh_', [T34], 'torch.ops.aten.hardtanh_(t, -0.5, 0.7)', True),
+    ('mish_', [T34], 'torch.ops.aten.mish_(t)', False),
+    ('threshold_', [T34], 'torch.ops.aten.threshold_(t, 0.1, 20.0)', True),
+    ('clamp_min_', [T34], 't.clamp_min_(-0.2)', True),
+    ('clamp_max_', [T34], 't.clamp_max_(0.3)', True),
+    ('atan2_', [T34, T34], 't.atan2_(y)', False),
+    ('hypot_', [T34, T34], 't.hypot_(y)', False),
+    ('copysign_', [T34, T34], 't.copysign_(y)', True),
+    ('xlogy_', [T34, P34], 't.xlogy_(y)', False),
+    ('remainder_', [T34, P34], 't.mul_(3.0)\n    t.remainder_(y)', False),
+    ('fmod_', [T34, P34], 't.mul_(3.0)\n    t.fmod_(y)', False),
+    ('floor_divide_', [T34, P34], 't.mul_(3.0)\n    t.floor_divide_(y)', False),
+    ('true_divide_', [T34, P34], 'torch.ops.aten.true_divide_(t, y)', False),
+    ('lerp_', [T34, T34], 't.lerp_(y, 0.3)', False),
+    ('addcmul_', [T34, T34, ('t', (4,))], 't.addcmul_(y, z, value=0.5)', False),
+    ('addcdiv_', [T34, T34, ('pos', (4,))], 't.addcdiv_(y, z, value=0.5)', False),
+    ('ge_', [T34, T34], 't.ge_(y)', False),
+    ('le_', [T34, ('t', (4,))], 't.le_(y)', False),
+    ('ne_', [('long', (3, 4), 3), ('long', (3, 4), 3)], 't.ne_(y)', False),
+    ('logical_and_', [T34, ('long', (3, 4), 2)], 't.logical_and_(y)', False),
+    ('logical_or_', [('long', (3, 4), 2), ('long', (3, 4), 2)], 't.logical_or_(y)', False),
+    ('logical_xor_', [('bool', (3, 4)), ('bool', (3, 4))], 't.logical_xor_(y)', True),
+    ('bitwise_and_', [('long', (3, 4), 16), ('long', (3, 4), 16)], 't.bitwise_and_(y)', False),
+    ('bitwise_or_', [('long', (3, 4), 16), ('long', (4,), 16)], 't.bitwise_or_(y)', True),
+    ('bitwise_xor_', [('long', (3, 4), 16), ('long', (3, 4), 16)], 't.bitwise_xor_(y)', False),
+    ('masked_fill_', [T34, ('bool', (3, 4))], 't.masked_fill_(y, -1.5)', True),
+    ('masked_fill_tensor_', [T34, ('bool', (4,)), ('t', ())], 't.masked_fill_(y, z)', False),
+    ('index_fill_', [T34, ('perm', 2, 4)], 't.index_fill_(1, y, -2.0)', True),
+    ('index_copy_', [T34, ('perm', 2, 3), ('t', (2, 4))], 't.index_copy_(0, y, z)', False),
+    ('scatter_', [T34, ('uniq', (2, 4), 3), ('t', (2, 4))], 't.scatter_(0, y, z)', False),
+    ('bernoulli_', [T34], 't.bernoulli_(1.0)\n    u = x * 1.0\n    u.bernoulli_(0.0)\n    t.add_(u)', False),
+]
+
+
+def variant_case(name, specs, stmt, on_input):
+    params = ['x', 'y', 'z'][:len(specs)]
+    integral = specs[0][0] in ('long', 'bool')
+    init = '    t = x\n' if on_input else ('    t = x.clone()\n' if integral else '    t = x * 1.0\n')
+    src = 'def inplace_%s(%s):\n%s    %s\n    return t\n' % (name, ', '.join(params), init, stmt)
+    cu = torch.jit.CompilationUnit(src)
+    CASES.append(('inplace_' + name, cu.find_function('inplace_' + name), specs, (), (None, None)))
+
+
+for v in VARIANTS:
+    variant_case(*v)
+
+
+# ---- advanced indexing: aten::index and aten::index_put_ (x[idx], x[mask], x[idx] = v) ----
+
+@case(('t', (4, 3)), ('long', (2, 2), 4), ('bool', (4, 3)))
+def index_tensor_and_mask(x, idx, m):
+    a = x[idx]
+    b = x[:, torch.tensor([2, -1, 0])]
+    c = x[m]
+    d = x[idx, 1]
+    return a, b, c, d
+
+
+@case(('t', (3, 4, 5)), ('long', (2,), 3), ('long', (2,), 5), ('bool', (4,)))
+def index_nonadjacent_and_none(x, i, j, m):
+    a = x[i, :, j]
+    b = x[:, m]
+    c = x[i, m]
+    return a, b, c
+
+
+@case(('t', (4, 3)), ('perm', 2, 4), ('t', (2, 3)), ('bool', (4, 3)))
+def index_put_inplace(x, idx, v, m):
+    x[idx] = v
+    x[m] = 2.0
+    x.index_put_([idx], v * 0.5, accumulate=True)
+    return x
+
+
+@case(('t', (3, 4)), ('long', (5,), 4), ('t', (5,)))
+def index_put_accumulate_duplicates(x, idx, v):
+    t = x.index_put((torch.tensor([0, 2, 0, 1, 0]), idx), v, accumulate=True)
+    x.index_put_((torch.tensor([1, 1, 2, 2, 0]), idx), v * 2.0, True)
+    return t, x
+
+
+@case(('t', (3, 4, 2)), ('perm', 2, 4), ('t', (3, 2, 2)))
+def index_put_middle_dim(x, idx, v):
+    x[:, idx] = v
+    return x
+
+
+@case(('t', (4, 3)), ('perm', 2, 4), ('t', (2, 3)), ('bool', (4, 3)), grad=(0, 2))
+def index_put_grad(x, idx, v, m):
+    h = x * 2.0
+    h[idx] = v * v
+    g = h[m]
+    return h * h, g.sum() + h[idx].sum()
+
+
+@case(('t', (4, 3)), ('long', (3,), 4), grad=(0,))
+def index_grad_duplicates(x, idx):
+    return x[idx] * x[idx], x[:, torch.tensor([1, 1])]
+
+
+@case(('t', (3, 4)), ('perm', 2, 3), True)
+def index_put_in_loop_and_if(x, idx, flag: bool):
+    for i in range(2):
+        x[idx] = x[idx] * 2.0 + 1.0
+    if flag:
+        x[idx, 0] = -1.0
+    return x
+
+
+# ---- PyTorch's dtype rule for in-place results: the result must cast to self's dtype ---------
+
+@case(('long', (3, 4), 5), error="result type Float can't be cast to the desired output type Long")
+def inplace_float_into_long_is_an_error(x):
+    x.mul_(0.5)
+    return x
+
+
+@case(('long', (3, 4), 5), ('t', (3, 4)),
+      error="result type Float can't be cast to the desired output type Long")
+def inplace_float_tensor_into_long_is_an_error(x, y):
+    t = x.clone()
+    t.add_(y)
+    return t
+
+
+@case(('long', (3, 4), 5), ('bool', (3, 4)))
+def inplace_bool_into_long_casts(x, m):
+    t = x.clone()
+    t.add_(m)
+    t.mul_(m)
+    return t
+
+
 # ---------------------------------------------------------------------------------------------
 
 def make_input(spec, gen):
@@ -278,6 +457,19 @@ def make_input(spec, gen):
         return torch.rand(shape, generator=gen) * 1.5 + 0.5
     if kind == 'long':
         return torch.randint(0, spec[2], shape, generator=gen)
+    if kind == 'unit':
+        return torch.rand(shape, generator=gen) * 1.8 - 0.9
+    if kind == 'prob':
+        return torch.rand(shape, generator=gen) * 0.8 + 0.1
+    if kind == 'gt1':
+        return torch.rand(shape, generator=gen) * 2.0 + 1.1
+    if kind == 'bool':
+        return torch.rand(shape, generator=gen) > 0.5
+    if kind == 'perm':  # ('perm', k, n): k distinct indices below n
+        return torch.randperm(spec[2], generator=gen)[:spec[1]]
+    if kind == 'uniq':  # ('uniq', (k, c), n): each column k distinct indices below n
+        k, c = shape
+        return torch.stack([torch.randperm(spec[2], generator=gen)[:k] for _ in range(c)], 1)
     raise ValueError(spec)
 
 
@@ -320,8 +512,8 @@ def main():
     if os.path.isdir(OUT):
         shutil.rmtree(OUT)
     os.makedirs(OUT)
-    for name, fn, specs, grad, lazy_error in CASES:
-        sfn = torch.jit.script(fn)
+    for name, fn, specs, grad, (lazy_error, error) in CASES:
+        sfn = fn if isinstance(fn, torch.jit.ScriptFunction) else torch.jit.script(fn)
         graph = sfn.graph
         torch._C._jit_pass_inline(graph)
         text = str(graph).replace(ROOT + '/', '')
@@ -340,6 +532,18 @@ def main():
                 args.append('in%d.npy' % i)
             else:
                 args.append(literal(v))
+        if error:
+            try:
+                sfn(*[v.clone() if isinstance(v, torch.Tensor) else v for v in inputs])
+                raise SystemExit('%s: PyTorch does not fail' % name)
+            except RuntimeError as e:
+                if error not in str(e):
+                    raise SystemExit('%s: PyTorch fails with %s' % (name, e))
+            with open(os.path.join(d, 'meta.json'), 'w') as f:
+                json.dump({'args': args, 'written': [], 'requires_grad': [], 'n_outputs': 0,
+                           'rtol': 1e-4, 'atol': 1e-5, 'error': error}, f, indent=1)
+                f.write('\n')
+            continue
         written = set()
         n_out = 0
         for runs in (1, 5):

@@ -70,11 +70,14 @@ int exec_value_as_op(exec_value *v, op_val *out) {
   case EXEC_V_LIST:
   case EXEC_V_TUPLE: {
     exec_list *l = v->list;
-    bool all_int = true, all_t = true;
+    bool all_int = true, all_t = true, any_t = false;
     for (int i = 0; i < l->n; i++) {
       all_int &= l->items[i].tag == EXEC_V_INT || l->items[i].tag == EXEC_V_BOOL;
-      all_t &= l->items[i].tag == EXEC_V_TENSOR;
+      /* a Tensor?[] (index's indices) holds None entries: NULL in the list */
+      all_t &= l->items[i].tag == EXEC_V_TENSOR || l->items[i].tag == EXEC_V_NONE;
+      any_t |= l->items[i].tag == EXEC_V_TENSOR;
     }
+    all_t &= any_t || l->n == 0;
     if (all_int) {
       if (!l->ints) {
         l->ints = core_alloc((size_t)(l->n ? l->n : 1) * sizeof *l->ints);
@@ -89,7 +92,8 @@ int exec_value_as_op(exec_value *v, op_val *out) {
       if (!l->tensors) {
         l->tensors = core_alloc((size_t)l->n * sizeof *l->tensors);
         if (!l->tensors) return KILN_ERR_NOMEM;
-        for (int i = 0; i < l->n; i++) l->tensors[i] = l->items[i].t;
+        for (int i = 0; i < l->n; i++)
+          l->tensors[i] = l->items[i].tag == EXEC_V_TENSOR ? l->items[i].t : NULL;
       }
       *out = OPV_TS(l->tensors, l->n);
       return 0;

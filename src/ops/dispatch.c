@@ -118,8 +118,8 @@ int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_
     return core_error(KILN_ERR_INVALID, "%s: expected %d arguments, got %d", info->name,
                       info->n_args, n_args);
   for (int i = 0; i < n_args; i++)
-    if (args[i].tag == OP_VAL_TENSORS)
-      for (int k = 0; k < args[i].ts.n; k++)
+    if (args[i].tag == OP_VAL_TENSORS && strcmp(op_arg_type(op, i), "Tensor?[]") != 0)
+      for (int k = 0; k < args[i].ts.n; k++) /* a Tensor?[] holds None entries (index) */
         if (!args[i].ts.v[k])
           return core_error(KILN_ERR_INVALID, "%s: tensor %d of argument %d is NULL",
                             info->name, k, i);

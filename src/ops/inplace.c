@@ -25,7 +25,7 @@ static bool any_requires_grad(const op_val *a, int n) {
     if (a[i].tag == OP_VAL_TENSOR && a[i].t->requires_grad) return true;
     if (a[i].tag == OP_VAL_TENSORS)
       for (int k = 0; k < a[i].ts.n; k++)
-        if (a[i].ts.v[k]->requires_grad) return true;
+        if (a[i].ts.v[k] && a[i].ts.v[k]->requires_grad) return true;
   }
   return false;
 }

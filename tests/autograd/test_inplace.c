@@ -1,7 +1,8 @@
 /* tests/autograd/test_inplace.c: autograd through in-place ops (Note
  * [In-place autograd] in src/ops/inplace.c): gradients through relu_
- * after a linear, add_ residuals and mul_ on non-leaves equal central
- * finite differences in float64; a saved value modified in place, a leaf
+ * after a linear, add_ residuals, masked_fill_ before a softmax and mul_
+ * on non-leaves equal central finite differences in float64; a saved
+ * value modified in place, a leaf
  * written in place and a view written under autograd fail with their
  * messages. */
 #include "ops/op.h"
@@ -99,6 +100,28 @@ TEST(inplace_grad_mul__saves_old_self) {
   int64_t s[1] = {4};
   kiln_tensor *p[2] = {randn(1, s, 7), randn(1, s, 8)};
   check_grads("mul_ chain", scaled, p, 2);
+  kiln_scope_end();
+}
+
+/* scores = linear(x, w); scores.masked_fill_(mask, -inf); sum(softmax(scores) * c)
+ * (an attention mask); c weighs the probabilities (their plain sum is 1) */
+static kiln_tensor *masked_softmax(kiln_tensor *const *p) {
+  static const bool mk[12] = {0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1};
+  int64_t s[2] = {3, 4};
+  kiln_tensor *m = kiln_from_data(mk, 2, s, KILN_DTYPE_BOOL);
+  kiln_tensor *h = kiln_linear(p[0], p[1], NULL);
+  if (!m || !h ||
+      !op_call1(KILN_OP_INPLACE(KILN_OP_MASKED_FILL), (op_val[]){OPV_T(h), OPV_T(m), OPV_F(-INFINITY)}, 3))
+    return NULL;
+  kiln_tensor *c = kiln_sin(kiln_arange(0, 12, 1, KILN_DTYPE_F64));
+  return total(kiln_mul(kiln_softmax(h, 1), kiln_reshape(c, 2, s)));
+}
+
+TEST(inplace_grad_masked_fill__before_softmax) {
+  kiln_scope_begin();
+  int64_t xs[2] = {3, 5}, ws[2] = {4, 5};
+  kiln_tensor *p[2] = {randn(2, xs, 12), randn(2, ws, 13)};
+  check_grads("masked_fill_ before softmax", masked_softmax, p, 2);
   kiln_scope_end();
 }
 
