@@ -166,6 +166,55 @@ class GRU1(nn.Module):
         return out, h
 
 
+class RNNStack(nn.Module):
+    """nn.RNN both ways: tanh, 2 layers, bidirectional, sequence first, zero
+    h0; relu, no biases, batch_first, a given h0."""
+    def __init__(self):
+        super().__init__()
+        self.tanh = nn.RNN(4, 6, num_layers=2, bidirectional=True)
+        self.relu = nn.RNN(4, 6, nonlinearity='relu', bias=False, batch_first=True)
+
+    def forward(self, x, h0):
+        a, ha = self.tanh(x)
+        b, hb = self.relu(x.transpose(0, 1), h0)
+        return a, ha, b, hb
+
+
+class LSTMGRUBidirectional(nn.Module):
+    """nn.LSTM with a projection (2 layers, bidirectional, batch_first, given
+    h0 and c0) and nn.GRU without biases (2 layers, bidirectional, given h0)."""
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, num_layers=2, bidirectional=True, proj_size=3, batch_first=True)
+        self.gru = nn.GRU(4, 6, num_layers=2, bidirectional=True, bias=False)
+
+    def forward(self, x, h0, c0, g0):
+        out, (h, c) = self.lstm(x, (h0, c0))
+        o2, h2 = self.gru(x.transpose(0, 1), g0)
+        return out, h, c, o2, h2
+
+
+class RNNCells(nn.Module):
+    """nn.LSTMCell, nn.GRUCell and nn.RNNCell (relu, no biases) stepped over
+    the sequence in a TorchScript loop."""
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTMCell(4, 5)
+        self.gru = nn.GRUCell(4, 5)
+        self.rnn = nn.RNNCell(4, 5, nonlinearity='relu', bias=False)
+
+    def forward(self, x):
+        h = torch.zeros(x.size(1), 5)
+        c = torch.zeros(x.size(1), 5)
+        g = torch.zeros(x.size(1), 5)
+        r = torch.zeros(x.size(1), 5)
+        for t in range(x.size(0)):
+            h, c = self.lstm(x[t], (h, c))
+            g = self.gru(x[t], g)
+            r = self.rnn(x[t], r)
+        return h, c, g, r
+
+
 class TextClassifier(nn.Module):
     def __init__(self):
         super().__init__()
@@ -319,6 +368,11 @@ MODELS = {
     'gpt2_block': (GPTBlock, [([2, 16, 32], 'float')], False),
     'lstm': (LSTM2, [([2, 7, 16], 'float')], False),
     'gru': (GRU1, [([2, 7, 16], 'float')], False),
+    'rnn_stack': (RNNStack, [([5, 2, 4], 'float'), ([1, 2, 6], 'float')], False),
+    'lstm_gru_bidirectional': (LSTMGRUBidirectional, [([2, 5, 4], 'float'), ([4, 2, 3], 'float'),
+                                                      ([4, 2, 6], 'float'), ([4, 2, 6], 'float')],
+                               False),
+    'rnn_cells': (RNNCells, [([5, 2, 4], 'float')], False),
     'text_classifier': (TextClassifier, [([4, 12], 'long')], False),
     'audio_conv1d': (AudioConv, [([2, 1, 256], 'float')], False),
     'unet_block': (UNetBlock, [([1, 3, 16, 16], 'float')], False),
@@ -332,7 +386,8 @@ MODELS = {
 # the models whose parameter gradients are in the goldens (the others' weights
 # are larger; their outputs are checked)
 GRADS = {'cnn', 'resnet18', 'transformer_encoder', 'transformer_encoder_seq_first',
-         'multihead_attention', 'gpt2_block', 'lstm', 'gru', 'text_classifier', 'audio_conv1d',
+         'multihead_attention', 'gpt2_block', 'lstm', 'gru', 'rnn_stack',
+         'lstm_gru_bidirectional', 'rnn_cells', 'text_classifier', 'audio_conv1d',
          'unet_block', 'vae', 'batchnorm2d_train', 'layernorm', 'groupnorm'}
 
 

@@ -23,6 +23,7 @@ static const char *const models[] = {
     "mlp", "cnn", "resnet18", "mobilenet_v2", "mobilenet_v3_small", "squeezenet1_1",
     "shufflenet_v2_x0_5", "densenet121", "efficientnet_b0", "vgg11_bn", "transformer_encoder",
     "transformer_encoder_seq_first", "multihead_attention", "gpt2_block", "lstm", "gru",
+    "rnn_stack", "lstm_gru_bidirectional", "rnn_cells",
     "text_classifier", "audio_conv1d", "unet_block", "vae", "batchnorm2d_train", "layernorm",
     "groupnorm"};
 enum { N_MODELS = sizeof models / sizeof *models };
