@@ -178,8 +178,13 @@ kiln_tensor *core_alias(const kiln_tensor *t, bool with_data) {
   kiln_tensor *a = core_tensor_view(with_data ? t->storage : NULL, t->dtype, t->ndim,
                                     t->shape, t->strides, t->offset);
   if (!a) return NULL;
-  if (with_data && t->device == CORE_DEVICE_LAZY && core_lazy_share_hook)
+  if (with_data && t->device == CORE_DEVICE_LAZY && core_lazy_share_hook) {
     core_lazy_share_hook(a, t);
+    if (a->device != CORE_DEVICE_LAZY) { /* out of memory (error set): not a storage-less CPU tensor */
+      kiln_release(a);
+      return NULL;
+    }
+  }
   return a;
 }
 

@@ -156,7 +156,7 @@ typedef struct diff_backward {
 static void backward_release(ag_node *n) {
   diff_backward *b = n->state;
   if (!b) return;
-  for (int i = 0; i < b->n_captured; i++) kiln_release(b->captured[i]);
+  for (int i = 0; b->captured && i < b->n_captured; i++) kiln_release(b->captured[i]);
   core_free(b->captured);
   core_free(b->out_meta);
   plan_release(b->plan);

@@ -206,6 +206,7 @@ static int compile_hook(void *ud, exec_code *code, const ir_node *n, exec_instr 
   case IR_PRIM_REQUIRES_GRAD_CHECK: {
     guard_rt *g = core_calloc(1, sizeof *g);
     guard_rt **v = core_realloc(f->guards, (size_t)(f->n_guards + 1) * sizeof *v);
+    if (v) f->guards = v; /* realloc may have moved it even when g failed */
     if (!g || !v) {
       core_free(g);
       return KILN_ERR_NOMEM;
@@ -311,18 +312,30 @@ fail:
   return rc < 0 ? rc : -1;
 }
 
+/* On failure nothing is kept: the next call starts over. */
 static int start_profiling(exec_function *f) {
+  int rc = 0;
   f->profiled = ir_graph_clone(f->graph);
   if (!f->profiled) return KILN_ERR_NOMEM;
-  int rc = pass_insert_profiles(f->profiled);
-  if (rc < 0) return rc;
+  if ((rc = pass_insert_profiles(f->profiled)) < 0) goto fail;
   f->n_records = count_profiles(ir_graph_top(f->profiled));
   f->records = core_calloc((size_t)(f->n_records ? f->n_records : 1), sizeof *f->records);
-  if (!f->records) return KILN_ERR_NOMEM;
+  if (!f->records) {
+    rc = KILN_ERR_NOMEM;
+    goto fail;
+  }
   compile_ctx c = {f, 0, true};
   exec_compile_opts o = {compile_hook, &c};
   f->profiling_code = exec_compile(f->profiled, &o);
-  return f->profiling_code ? 0 : -1;
+  if (f->profiling_code) return 0;
+  rc = -1;
+fail:
+  ir_graph_free(f->profiled);
+  core_free(f->records);
+  f->profiled = NULL;
+  f->records = NULL;
+  f->n_records = 0;
+  return rc;
 }
 
 /* Note [Describe]: the text a user sees for "the last optimized graph": the

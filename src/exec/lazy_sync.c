@@ -295,6 +295,18 @@ static exec_code *lookup_or_compile(const sync_graph *g) {
  * still need the inputs. If the run fails, a donated input may have been
  * overwritten; its node is left without data and a later sync of a graph
  * that reads it fails with an error saying so. */
+/* Note [Retry]: what a failed kiln_mark_step leaves (issue #20). Before
+ * the graph runs (building, compiling, allocating, reading the inputs) a
+ * failure changes nothing: every tensor keeps its pre-step device data
+ * and its pending graph, and calling kiln_mark_step again applies the
+ * step exactly once (recording the step again instead would apply it
+ * twice, as repeating an eager update would). Once the run has started,
+ * only donated inputs can be lost: the error says how many ("the values
+ * of N donated inputs are lost"), and a later read of a tensor whose
+ * pending graph needs one fails with "... value was lost ...". A run that
+ * fails without donated inputs loses nothing, and the retry applies the
+ * step once. Nothing allocates after the run: the roots' data nodes are
+ * made before it, so every root is rebound to its new value, or none. */
 static bool donatable(const lazy_node *x, const int *uses) {
   const kiln_tensor *t = x->data;
   return x->scalar_tag == 0 && t && x->refcount == uses[x->post_id] && t->refcount == 1 &&
@@ -309,6 +321,7 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   int rc = graph_build(&g, ts, n);
   exec_value *ins = NULL, *outs = NULL;
   int *uses = NULL;
+  lazy_node **made = NULL; /* the roots' data nodes, made before the run (Note [Retry]) */
   if (rc < 0) goto done;
   exec_code *code = lookup_or_compile(&g);
   if (!code) {
@@ -318,9 +331,17 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   ins = core_calloc((size_t)(g.n_inputs ? g.n_inputs : 1), sizeof *ins);
   outs = core_calloc((size_t)(n ? n : 1), sizeof *outs);
   uses = core_calloc((size_t)(g.n_order ? g.n_order : 1), sizeof *uses);
-  if (!ins || !outs || !uses) {
+  made = core_calloc((size_t)(n ? n : 1), sizeof *made);
+  if (!ins || !outs || !uses || !made) {
     rc = KILN_ERR_NOMEM;
     goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    const lazy_value *v = &lazy_of(ts[i])->value;
+    if (!(made[i] = lazy_symbolic_node(&v->node->metas[v->index]))) {
+      rc = KILN_ERR_NOMEM;
+      goto done;
+    }
   }
   for (int i = 0; i < g.n_order; i++)
     for (int k = 0; k < g.order[i]->n_operands; k++) uses[g.order[i]->operands[k].node->post_id]++;
@@ -371,20 +392,20 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
       core_error_prefix("lazy graph execution: ");
     goto done;
   }
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     if (outs[i].tag != EXEC_V_TENSOR) {
-      rc = core_error(KILN_ERR_STATE, "lazy graph execution: root %d is not a tensor", i);
+      rc = core_error(KILN_ERR_STATE, "lazy graph execution: root %d is not a tensor%s", i,
+                      donated ? " (the values of its donated inputs are lost)" : "");
       goto done;
     }
-    lazy_node *d = lazy_data_node(outs[i].t);
-    if (!d) {
-      rc = KILN_ERR_NOMEM;
-      goto done;
-    }
-    lazy_rebind(ts[i], d, 0);
-    lazy_node_release(d);
+  /* nothing below allocates: every root is rebound, or none was */
+  for (int i = 0; i < n; i++) {
+    lazy_data_node_fill(made[i], outs[i].t);
+    lazy_rebind(ts[i], made[i], 0);
   }
 done:
+  for (int i = 0; made && i < n; i++) lazy_node_release(made[i]);
+  core_free(made);
   if (outs)
     for (int i = 0; i < n; i++) exec_value_clear(&outs[i]);
   core_free(ins);

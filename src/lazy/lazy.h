@@ -56,6 +56,9 @@ void lazy_node_retain(lazy_node *n);
 void lazy_node_release(lazy_node *n);
 /* A device-data node holding cpu (retained). NULL on OOM. */
 lazy_node *lazy_data_node(kiln_tensor *cpu);
+/* Makes n (a device-data node, e.g. a symbolic one made beforehand so
+ * that nothing is allocated after a graph ran) hold cpu (retained). */
+void lazy_data_node_fill(lazy_node *n, kiln_tensor *cpu);
 /* A device-data node without data: a symbolic input (the JIT's
  * differentiation traces over these). NULL on OOM. */
 lazy_node *lazy_symbolic_node(const op_meta *m);

@@ -75,6 +75,7 @@ static lazy_node *node_alloc(int n_args, int n_operands, int n_outs) {
   n->operands = core_calloc((size_t)(n_operands ? n_operands : 1), sizeof *n->operands);
   n->metas = core_calloc((size_t)(n_outs ? n_outs : 1), sizeof *n->metas);
   if (!n->args || !n->arg_kind || !n->arg_operand || !n->operands || !n->metas) {
+    n->n_args = n->n_operands = 0; /* nothing to release through the arrays */
     lazy_node_release(n);
     return NULL;
   }
@@ -95,11 +96,16 @@ lazy_node *lazy_data_node(kiln_tensor *cpu) {
   lazy_node *n = node_alloc(0, 0, 1);
   if (!n) return NULL;
   n->op = LAZY_DATA;
+  lazy_data_node_fill(n, cpu);
+  return n;
+}
+
+void lazy_data_node_fill(lazy_node *n, kiln_tensor *cpu) {
+  kiln_release(n->data);
   n->data = kiln_retain(cpu);
   op_meta_of(cpu, &n->metas[0]);
   n->hash = data_hash(cpu, 0, true);
   n->shape_free_hash = data_hash(cpu, 0, false);
-  return n;
 }
 
 lazy_node *lazy_symbolic_node(const op_meta *m) {

@@ -110,13 +110,22 @@ fail:
   return NULL;
 }
 
-/* One parameter's update, inside the caller's scope and no_grad. */
+/* The status of the call that returned NULL (its error is set). */
+static int failed(void) {
+  kiln_status s = kiln_last_status();
+  return s < 0 ? s : KILN_ERR_NOMEM;
+}
+
+/* One parameter's update, inside the caller's scope and no_grad. Every
+ * intermediate is checked: a NULL passed on would be reported by the next
+ * call as a missing argument, not as the failure it was (issue #20). */
 static int update(kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor **buf) {
   const kiln_optim_opts *o = &op->o;
   int rc = 0;
   if (o->kind == KILN_OPTIM_SGD) {
     kiln_tensor *d = g;
-    if (o->weight_decay > 0) d = kiln_add(d, kiln_mul_scalar(p, o->weight_decay));
+    if (o->weight_decay > 0 && !(d = kiln_add(d, kiln_mul_scalar(p, o->weight_decay))))
+      return failed();
     if (op->n_bufs) {
       /* buf = buf * momentum + d, in place (Note [In place]: on the CPU
        * two passes over buf, no temporaries) */
@@ -124,10 +133,12 @@ static int update(kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor **
       if (rc == 0) rc = kiln_add_(buf[0], d, 1.0);
       if (rc < 0) return rc;
       d = o->nesterov ? kiln_add(d, kiln_mul_scalar(buf[0], o->momentum)) : buf[0];
+      if (!d) return failed();
     }
     /* p += (-lr) * d with lr as data (a new lr is not a new lazy graph);
      * the same rounding as p - lr * d */
-    return kiln_add_(p, kiln_mul_scalar(d, -o->lr), 1.0);
+    kiln_tensor *step = kiln_mul_scalar(d, -o->lr);
+    return step ? kiln_add_(p, step, 1.0) : failed();
   }
   /* Adam(W), as torch.optim's single-tensor implementation */
   double t = (double)op->steps;
@@ -136,15 +147,19 @@ static int update(kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor **
   if (o->weight_decay > 0) {
     if (o->kind == KILN_OPTIM_ADAMW) pv = kiln_mul_scalar(p, 1 - o->lr * o->weight_decay);
     else g = kiln_add(g, kiln_mul_scalar(p, o->weight_decay));
+    if (!pv || !g) return failed();
   }
-  rc = kiln_copy_(buf[0], kiln_add(kiln_mul_scalar(buf[0], o->beta1),
-                                   kiln_mul_scalar(g, 1 - o->beta1)));
-  if (rc == 0)
-    rc = kiln_copy_(buf[1], kiln_add(kiln_mul_scalar(buf[1], o->beta2),
-                                     kiln_mul_scalar(kiln_mul(g, g), 1 - o->beta2)));
+  kiln_tensor *m1 = kiln_add(kiln_mul_scalar(buf[0], o->beta1), kiln_mul_scalar(g, 1 - o->beta1));
+  if (!m1) return failed();
+  kiln_tensor *m2 = kiln_add(kiln_mul_scalar(buf[1], o->beta2),
+                             kiln_mul_scalar(kiln_mul(g, g), 1 - o->beta2));
+  if (!m2) return failed();
+  rc = kiln_copy_(buf[0], m1);
+  if (rc == 0) rc = kiln_copy_(buf[1], m2);
   if (rc < 0) return rc;
   kiln_tensor *denom = kiln_add_scalar(kiln_div_scalar(kiln_sqrt(buf[1]), sqrt(bc2)), o->eps);
-  return kiln_copy_(p, kiln_sub(pv, kiln_mul_scalar(kiln_div(buf[0], denom), o->lr / bc1)));
+  kiln_tensor *np = denom ? kiln_sub(pv, kiln_mul_scalar(kiln_div(buf[0], denom), o->lr / bc1)) : NULL;
+  return np ? kiln_copy_(p, np) : failed();
 }
 
 kiln_status kiln_optim_step(kiln_optim *op) {
@@ -166,7 +181,7 @@ kiln_status kiln_optim_step(kiln_optim *op) {
     kiln_scope_begin();
     rc = update(op, p, g, op->n_bufs ? &op->state[i * op->n_bufs] : NULL);
     kiln_scope_end();
-    if (rc < 0) core_error_prefix("optim_step: '%s':", m->names[i]);
+    if (rc < 0) core_error_prefix("optim_step: '%s': ", m->names[i]);
   }
   kiln_set_grad_enabled(was);
   return rc;

@@ -105,7 +105,7 @@ void op_out_metas_free(op_out_metas *m) {
   m->v = m->small;
 }
 
-int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
+static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
   const op_info *info;
   op_out_metas om; /* not zeroed: 4 metas are 300 bytes, and this is every op's path */
   op_meta *metas;
@@ -174,6 +174,26 @@ fail:
   n = rc;
 done:
   if (om.v) op_out_metas_free(&om);
+  return n;
+}
+
+/* Note [Missing operand]: derivative formulas, decompositions and the
+ * optimizers chain calls, so the NULL result of a call that ran out of
+ * memory arrives at the next one as None, which refuses it ("operand 1
+ * must be a tensor, got None"). When the thread's last error was an
+ * out-of-memory and a None argument made the call fail as invalid, the
+ * failure is the out-of-memory: it says so and keeps its status. */
+int op_call(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs) {
+  bool after_oom = kiln_last_status() == KILN_ERR_NOMEM;
+  int n = call(op, args, n_args, outs, max_outs);
+  if (n != KILN_ERR_INVALID || !after_oom) return n;
+  for (int i = 0; i < n_args; i++)
+    if (args[i].tag == OP_VAL_NONE) {
+      char msg[900];
+      snprintf(msg, sizeof msg, "%s", kiln_last_error());
+      return core_error(KILN_ERR_NOMEM, "out of memory (a missing operand is the result of a "
+                        "call that ran out of memory): %s", msg);
+    }
   return n;
 }
 
