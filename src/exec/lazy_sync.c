@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "compile.h"
+#include "exec/lazy_anomaly.h"
 #include "fusion.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
@@ -331,6 +332,9 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
       goto done;
     }
   int donated = 0;
+  /* anomaly mode replays the graph on its inputs if the step makes a NaN */
+  bool anomaly = kiln_is_anomaly_enabled();
+  if (anomaly) donate = false;
   for (int i = 0; i < g.n_inputs; i++) {
     lazy_node *x = g.inputs[i];
     double v;
@@ -371,11 +375,20 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
       core_error_prefix("lazy graph execution: ");
     goto done;
   }
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n; i++)
     if (outs[i].tag != EXEC_V_TENSOR) {
       rc = core_error(KILN_ERR_STATE, "lazy graph execution: root %d is not a tensor", i);
       goto done;
     }
+  if (anomaly) { /* Note in lazy_anomaly.c; the tensors stay pending */
+    bool bad = false;
+    for (int i = 0; i < n && !bad; i++) bad = exec_lazy_any_nonfinite(&outs[i].t, 1);
+    if (bad) {
+      rc = exec_lazy_anomaly(g.order, g.n_order);
+      goto done;
+    }
+  }
+  for (int i = 0; i < n; i++) {
     lazy_node *d = lazy_data_node(outs[i].t);
     if (!d) {
       rc = KILN_ERR_NOMEM;
