@@ -5,7 +5,10 @@
  *   verify_100k_nodes: ir_graph_verify of a parsed graph of 100,000 nodes
  *     that all use one input (timed: the verifier alone).
  *   checkpoint_load_10k_keys: kiln_safetensors_load of a file with 10,000
- *     metadata keys (in reverse order) and 10,000 one-element tensors. */
+ *     metadata keys (in reverse order) and 10,000 one-element tensors.
+ *   checkpoint_plain_guess_10k: kiln_checkpoint_read_info of a plain
+ *     state_dict (no kiln metadata: the model is guessed from the tensor
+ *     names) holding the MLP's parameters and 10,000 "optim." tensors. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,11 +99,55 @@ static double run_ckpt(int iters) {
 
 static void teardown_ckpt(void) { unlink(ckpt_path); }
 
+static char plain_path[64];
+
+static int setup_plain(void) {
+  enum { N_OPT = 10000 };
+  kiln_generator *g = kiln_generator_new(1);
+  kiln_nn_module *m = g ? kiln_nn_model_new("mlp", g) : NULL;
+  int np = m ? kiln_nn_module_n_params(m) : 0, n = np + N_OPT, rc = -1;
+  char **names = calloc((size_t)n, sizeof *names);
+  kiln_tensor **ts = calloc((size_t)n, sizeof *ts);
+  snprintf(plain_path, sizeof plain_path, "/tmp/kiln-bench-plain-%ld.st", (long)getpid());
+  kiln_scope_begin();
+  if (!m || !names || !ts) goto done;
+  for (int i = 0; i < n; i++) {
+    char b[64];
+    if (i < np) snprintf(b, sizeof b, "%s", kiln_nn_module_param_name(m, i));
+    else snprintf(b, sizeof b, "optim.state%06d", N_OPT - i); /* sorted after the model's */
+    names[i] = strdup(b);
+    ts[i] = i < np ? kiln_nn_module_param(m, i) : kiln_scalar(i, KILN_DTYPE_F32);
+    if (!names[i] || !ts[i]) goto done;
+  }
+  rc = kiln_safetensors_save(plain_path, n, (const char *const *)names, ts, 0, NULL, NULL);
+done:
+  kiln_scope_end();
+  for (int i = 0; names && i < n; i++) free(names[i]);
+  free(names), free(ts);
+  kiln_nn_module_free(m);
+  kiln_generator_free(g);
+  return rc < 0 ? -1 : 0;
+}
+
+static double run_plain(int iters) {
+  double t0 = bench_now();
+  for (int i = 0; i < iters; i++) {
+    kiln_checkpoint_info info;
+    if (kiln_checkpoint_read_info(plain_path, &info) < 0 || strcmp(info.model, "mlp") != 0)
+      return bench_fail("checkpoint_plain_guess_10k", "read_info");
+  }
+  return bench_now() - t0;
+}
+
+static void teardown_plain(void) { unlink(plain_path); }
+
 static const bench_workload scale[] = {
     {"verify_100k_nodes", "ms", BENCH_TIME, 1e3, 0, 1, 20, setup_verify, run_verify,
      teardown_verify},
     {"checkpoint_load_10k_keys", "ms", BENCH_TIME, 1e3, 0, 1, 20, setup_ckpt, run_ckpt,
      teardown_ckpt},
+    {"checkpoint_plain_guess_10k", "ms", BENCH_TIME, 1e3, 0, 1, 20, setup_plain, run_plain,
+     teardown_plain},
 };
 
 const bench_workload *bench_scale_workloads(int *n) {

@@ -443,7 +443,11 @@ KILN_API void kiln_set_backward_progress(kiln_callback fn, void *ud);
 KILN_API int kiln_backward_will_accumulate(const kiln_tensor *leaf);
 
 /* Anomaly mode: when on, a backward node producing NaN/Inf fails the
- * backward with a message naming it and the forward op that created it. */
+ * backward with a message naming it and the forward op that created it.
+ * On lazy tensors, a kiln_mark_step (or sync) whose results hold NaN/Inf
+ * fails naming the op and the lazy graph node (as kiln_lazy_tensors_text
+ * numbers it) that made the first one, forward or backward; the tensors
+ * stay pending. */
 KILN_API void kiln_set_anomaly_enabled(bool enabled);
 KILN_API bool kiln_is_anomaly_enabled(void);
 

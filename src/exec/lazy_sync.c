@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "compile.h"
+#include "exec/lazy_anomaly.h"
 #include "fusion.h"
 #include "passes/autodiff.h"
 #include "passes/passes.h"
@@ -352,6 +353,9 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
       goto done;
     }
   int donated = 0;
+  /* anomaly mode replays the graph on its inputs if the step makes a NaN */
+  bool anomaly = kiln_is_anomaly_enabled();
+  if (anomaly) donate = false;
   for (int i = 0; i < g.n_inputs; i++) {
     lazy_node *x = g.inputs[i];
     double v;
@@ -398,6 +402,14 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
                       donated ? " (the values of its donated inputs are lost)" : "");
       goto done;
     }
+  if (anomaly) { /* Note in lazy_anomaly.c; the tensors stay pending */
+    bool bad = false;
+    for (int i = 0; i < n && !bad; i++) bad = exec_lazy_any_nonfinite(&outs[i].t, 1);
+    if (bad) {
+      rc = exec_lazy_anomaly(g.order, g.n_order);
+      goto done;
+    }
+  }
   /* nothing below allocates: every root is rebound, or none was */
   for (int i = 0; i < n; i++) {
     lazy_data_node_fill(made[i], outs[i].t);

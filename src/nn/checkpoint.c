@@ -174,24 +174,34 @@ static kiln_tensor *find_tensor(const kiln_safetensors *st, const int *order, in
  * outside "optim."; NULL if none. */
 static const char *guess_arch(const kiln_safetensors *st) {
   static const char *const archs[] = {"mlp", "cnn", "lstm"};
-  int n_model = 0;
-  for (int i = 0; i < kiln_safetensors_n_tensors(st); i++)
+  int n_model = 0, n_file = kiln_safetensors_n_tensors(st);
+  for (int i = 0; i < n_file; i++)
     n_model += strncmp(kiln_safetensors_name(st, i), OPTIM_PREFIX, strlen(OPTIM_PREFIX)) != 0;
-  for (size_t a = 0; a < sizeof archs / sizeof *archs; a++) {
+  /* names looked up in a sorted index: O(n log n) in the file's tensors
+   * (a linear search per parameter was quadratic: issue #20) */
+  int *order = core_alloc((size_t)(n_file ? n_file : 1) * sizeof *order);
+  if (!order) return NULL;
+  for (int k = 0; k < n_file; k++) order[k] = k;
+  sort_st = st;
+  qsort(order, (size_t)n_file, sizeof *order, cmp_name);
+  sort_st = NULL;
+  const char *found = NULL;
+  for (size_t a = 0; a < sizeof archs / sizeof *archs && !found; a++) {
     kiln_generator *g = kiln_generator_new(0);
     kiln_nn_module *m = g ? kiln_nn_model_new(archs[a], g) : NULL;
     bool ok = m && m->n_params == n_model;
     for (int i = 0; ok && i < m->n_params; i++) {
       int k;
-      kiln_tensor *t = find_tensor(st, NULL, 0, archs[a], "", m->names[i], &k), *w = m->params[i];
+      kiln_tensor *t = find_tensor(st, order, n_file, archs[a], "", m->names[i], &k), *w = m->params[i];
       ok = t && t->dtype == w->dtype && t->ndim == w->ndim &&
            memcmp(t->shape, w->shape, (size_t)w->ndim * sizeof *w->shape) == 0;
     }
     kiln_nn_module_free(m);
     kiln_generator_free(g);
-    if (ok) return archs[a];
+    if (ok) found = archs[a];
   }
-  return NULL;
+  core_free(order);
+  return found;
 }
 
 /* Checks format and CRC; fills info from the metadata. A file without
