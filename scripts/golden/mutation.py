@@ -430,6 +430,17 @@ def index_none_entry_grad(x, idx, v):
     return h[:, idx] * x[:, idx], h.relu()
 
 
+@case(('t', (3, 4)), ('perm', 2, 4), ('t', (3, 2)), ('t', (4,)), grad=(0, 2, 3),
+      lazy_error='CopySlices')
+def write_through_views_with_grad(x, idx, v, y):
+    # h[:, idx] = v writes through slice(h): PyTorch's CopySlices
+    h = x * 2.0 + 1.0
+    h[:, idx] = v * 3.0
+    h[0].mul_(y)
+    h.t()[1].relu_()
+    return h * h
+
+
 # ---- an attention mask: masked_fill_ before softmax, with gradients ------------------------
 
 @case(('t', (3, 5)), ('t', (4, 5)), ('bool', (3, 4)), grad=(0, 1))
