@@ -28,7 +28,7 @@ import os
 import re
 import shutil
 import sys
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import torch
@@ -419,6 +419,36 @@ def index_put_in_loop_and_if(x, idx, flag: bool):
     if flag:
         x[idx, 0] = -1.0
     return x
+
+
+@case(('t', (3, 4)), ('perm', 2, 4), ('t', (3, 2)), grad=(0, 2))
+def index_none_entry_grad(x, idx, v):
+    h = x * 2.0 + 1.0
+    # (h[:, idx] = v writes through slice(h), a view: CopySlices, which kiln refuses)
+    ix = torch.jit.annotate(List[Optional[torch.Tensor]], [None, idx])
+    h.index_put_(ix, v * 3.0)
+    return h[:, idx] * x[:, idx], h.relu()
+
+
+@case(('t', (3, 4)), ('perm', 2, 4), ('t', (3, 2)), ('t', (4,)), grad=(0, 2, 3),
+      lazy_error='CopySlices')
+def write_through_views_with_grad(x, idx, v, y):
+    # h[:, idx] = v writes through slice(h): PyTorch's CopySlices
+    h = x * 2.0 + 1.0
+    h[:, idx] = v * 3.0
+    h[0].mul_(y)
+    h.t()[1].relu_()
+    return h * h
+
+
+# ---- an attention mask: masked_fill_ before softmax, with gradients ------------------------
+
+@case(('t', (3, 5)), ('t', (4, 5)), ('bool', (3, 4)), grad=(0, 1))
+def masked_fill_before_softmax(x, w, m):
+    s = F.linear(x, w)
+    s.masked_fill_(m, -1e9)
+    p = F.softmax(s, -1)
+    return p * torch.arange(4.0)
 
 
 # ---- PyTorch's dtype rule for in-place results: the result must cast to self's dtype ---------

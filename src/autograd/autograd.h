@@ -84,6 +84,8 @@ typedef struct ag_meta {
   ag_hook *post_hooks;   /* post-accumulate hooks */
   int n_post_hooks;
   char *name;            /* optional, for the DOT dump */
+  kiln_tensor *base;     /* owned: the tensor whose memory a view op's output views
+                            (its root base; Note [CopySlices] in src/ops/inplace.c) */
 } ag_meta;
 
 /* The tensor's meta, created on first use (NULL only on OOM). */

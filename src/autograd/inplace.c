@@ -16,12 +16,16 @@ static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
   return 0;
 }
 
-/* A view: made by a view op (its grad_fn's op is OPF_VIEW), or, when it
- * has no history, sharing its storage with another tensor header. */
-static bool view_of(const kiln_tensor *t) {
+/* A view: made by a view op (its grad_fn's op is OPF_VIEW; *base is the
+ * root base it recorded, or NULL), or, when it has no history, sharing
+ * its storage with another tensor header (*base NULL: unknown). */
+static bool view_of(const kiln_tensor *t, kiln_tensor **base) {
+  *base = NULL;
   if (t->ag && t->ag->grad_fn) {
     int op = t->ag->grad_fn->op;
-    return op >= 0 && (op_table[op].flags & OPF_VIEW);
+    if (!(op >= 0 && (op_table[op].flags & OPF_VIEW))) return false;
+    *base = t->ag->base;
+    return true;
   }
   return t->storage && t->storage->refcount > 1;
 }

@@ -46,6 +46,7 @@ static void meta_free(kiln_tensor *t) {
   core_free(m->hooks);
   core_free(m->post_hooks);
   core_free(m->name);
+  kiln_release(m->base);
   core_free(m);
 }
 
@@ -268,6 +269,14 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
   if (ag_anomaly_enabled()) n->trace = make_trace(op, args, n_args);
   if (ag_set_history(outs, n_outs, n) < 0) goto oom;
   ag_node_release(n); /* the outputs hold it now */
+  if ((info->flags & OPF_VIEW) && n_args && args[0].tag == OP_VAL_TENSOR) {
+    /* a view remembers its root base, for in-place writes (Note [CopySlices]) */
+    kiln_tensor *root = args[0].t->ag && args[0].t->ag->base ? args[0].t->ag->base : args[0].t;
+    for (int i = 0; i < n_outs; i++) {
+      ag_meta *m = outs[i] && outs[i]->ag ? outs[i]->ag : NULL;
+      if (m && !m->base && outs[i] != root) m->base = kiln_retain(root);
+    }
+  }
   return 0;
 oom:
   n->n_saved = n_saved;

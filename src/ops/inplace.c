@@ -1,12 +1,13 @@
 /* src/ops/inplace.c: the runner of every derived in-place entry (Note
  * [In-place variants] in op.h): aten::relu_, add_, mul_, clamp_, ... run
  * their functional op's kernel and write the result into self. */
+#include <stdint.h>
 #include <string.h>
 
 #include "op.h"
 
 int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
-bool (*op_view_of_hook)(const kiln_tensor *t);
+bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
 int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
 
 int op_inplace_infer(int op, const op_val *a, int n_args, op_meta *outs, int max_outs) {
@@ -77,29 +78,121 @@ static bool direct_ok(int op, const op_val *a, int n_args, const kiln_tensor *se
  * records its backward node; the result is written into self and self
  * takes over the result's history (rebase_history): later readers of self
  * differentiate through the in-place op, and backward nodes that saved
- * self's old value fail through the version counter. A view of other
- * memory (a tensor made by a view op, or sharing its storage) cannot be
- * rebased without PyTorch's CopySlices, so recording an in-place op on
- * one is an error that says so.
+ * self's old value fail through the version counter. A view made by a
+ * view op of a tensor with history is written through Note [CopySlices];
+ * any other view of other memory (sharing storage without a recorded
+ * base, or lazy) cannot be rebased, so recording an in-place op on one
+ * is an error that says so.
  *
  * Note [Lazy writes]: on lazy tensors the write is recorded as a new
  * version: self is rebound to the functional op's lazy value (the graph
  * stays functional; buffer donation may later reuse self's old buffer).
  * Writing a lazy view rebuilds its base (Note [Lazy views] in
  * src/lazy/views.c). */
-static int check_autograd(const char *name, const kiln_tensor *self) {
+static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor **base) {
+  *base = NULL;
   if (self->requires_grad && op_is_leaf_hook && op_is_leaf_hook(self))
     return core_error(KILN_ERR_INVALID,
                       "%s: a leaf Variable that requires grad is being used in an in-place "
                       "operation.",
                       name);
-  if (op_view_of_hook && op_view_of_hook(self))
+  if (op_view_of_hook && op_view_of_hook(self, base)) {
+    kiln_tensor *b = *base;
+    if (b && b->requires_grad && op_is_leaf_hook && op_is_leaf_hook(b))
+      return core_error(KILN_ERR_INVALID,
+                        "%s: a view of a leaf Variable that requires grad is being used in an "
+                        "in-place operation.",
+                        name);
+    if (b && b->device == CORE_DEVICE_CPU && self->device == CORE_DEVICE_CPU &&
+        b->storage == self->storage)
+      return 0; /* Note [CopySlices] */
+    *base = NULL;
     return core_error(KILN_ERR_UNSUPPORTED,
                       "%s: an in-place operation on a view of a tensor, recorded by autograd, "
-                      "needs PyTorch's CopySlices, which kiln does not implement; clone the "
-                      "view (or write the base tensor) instead",
+                      "needs PyTorch's CopySlices, which kiln implements only for CPU views "
+                      "made by a view op of a tensor that requires grad (not for lazy tensors, "
+                      "nor for a view of a tensor without history); clone the view (or write "
+                      "the base tensor) instead",
                       name);
+  }
   return 0;
+}
+
+/* Note [CopySlices]: as PyTorch's CopySlices, for a view (made by a view
+ * op under autograd, so that it recorded its root base) written in place
+ * while recording. The functional result r of the view's op is scattered
+ * into a functional copy of the base: new_base = index_copy(base.flatten(),
+ * 0, pos, r.flatten()), pos being each view element's position in the base
+ * (found from the shared storage's offsets). new_base is written into the
+ * base's memory; the base takes over new_base's history and the view that
+ * of new_base.flatten()[pos]. Other views of the base made before the write
+ * keep their old history (PyTorch regenerates theirs): read them again
+ * after the write. */
+static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
+  int64_t nb = core_numel(base->ndim, base->shape), nv = core_numel(view->ndim, view->shape);
+  int64_t lo = INT64_MAX, hi = INT64_MIN, idx[KILN_MAX_DIMS];
+  int rc = -1;
+  int64_t *map = NULL, *pos = NULL;
+  /* the storage span of the base's elements */
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t off = base->offset, rem = i;
+    for (int d = base->ndim - 1; d >= 0; d--) {
+      idx[d] = rem % base->shape[d];
+      rem /= base->shape[d];
+      off += idx[d] * base->strides[d];
+    }
+    lo = off < lo ? off : lo;
+    hi = off > hi ? off : hi;
+  }
+  size_t span = nb ? (size_t)(hi - lo + 1) : 1, bytes;
+  if (__builtin_mul_overflow(span, sizeof *map, &bytes) || !(map = core_alloc(bytes)) ||
+      !(pos = core_alloc((size_t)(nv ? nv : 1) * sizeof *pos))) {
+    core_error(KILN_ERR_NOMEM, "CopySlices: out of memory");
+    goto done;
+  }
+  for (size_t i = 0; i < span; i++) map[i] = -1;
+  for (int64_t i = 0; i < nb; i++) {
+    int64_t off = base->offset, rem = i;
+    for (int d = base->ndim - 1; d >= 0; d--) {
+      off += (rem % base->shape[d]) * base->strides[d];
+      rem /= base->shape[d];
+    }
+    map[off - lo] = i;
+  }
+  for (int64_t i = 0; i < nv; i++) {
+    int64_t off = view->offset, rem = i;
+    for (int d = view->ndim - 1; d >= 0; d--) {
+      off += (rem % view->shape[d]) * view->strides[d];
+      rem /= view->shape[d];
+    }
+    if (off < lo || off > hi || map[off - lo] < 0) {
+      core_error(KILN_ERR_UNSUPPORTED, "CopySlices: the view reaches memory outside its base");
+      goto done;
+    }
+    pos[i] = map[off - lo];
+  }
+  int64_t flat = -1, n1 = nv;
+  kiln_tensor *p = kiln_from_data(pos, 1, &n1, KILN_DTYPE_I64);
+  /* a copy of the base: the formulas below may save it, and the base is written next */
+  kiln_tensor *bc = kiln_clone(base), *bf = bc ? kiln_reshape(bc, 1, &flat) : NULL;
+  kiln_tensor *rf = kiln_reshape(r, 1, &flat);
+  kiln_tensor *nf = p && bf && rf ? op_call1(KILN_OP_INDEX_COPY,
+                                             (op_val[]){OPV_T(bf), OPV_I(0), OPV_T(p), OPV_T(rf)}, 4)
+                                  : NULL;
+  kiln_tensor *newb = nf ? kiln_reshape(nf, base->ndim, base->shape) : NULL;
+  kiln_tensor *sel = nf ? kiln_index_select(nf, 0, p) : NULL;
+  kiln_tensor *newv = sel ? kiln_reshape(sel, view->ndim, view->shape) : NULL;
+  if (!newb || !newv) goto done;
+  op_copy_into(base, newb);
+  core_bump_version(base);
+  if (op_rebase_history_hook && (op_rebase_history_hook(base, newb) < 0 ||
+                                 op_rebase_history_hook(view, newv) < 0))
+    goto done;
+  rc = 0;
+done:
+  core_free(map);
+  core_free(pos);
+  return rc;
 }
 
 int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int max_outs) {
@@ -116,7 +209,8 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   bool lazy = self->device == CORE_DEVICE_LAZY;
   for (int i = 1; i < n_args; i++) lazy |= a[i].tag == OP_VAL_TENSOR && a[i].t->device == CORE_DEVICE_LAZY;
   bool record = op_grad_enabled && any_requires_grad(a, n_args);
-  if (record && check_autograd(name, self) < 0) return KILN_ERR_INVALID;
+  kiln_tensor *base = NULL;
+  if (record && check_autograd(name, self, &base) < 0) return KILN_ERR_INVALID;
   if (lazy && !op_lazy_write_hook)
     return core_error(KILN_ERR_STATE, "%s: lazy tensors without the lazy layer", name);
   if (!record && !lazy && (op_table[op].flags & OPF_ELEMENTWISE)) {
@@ -141,6 +235,11 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   if (!r) return -1;
   if (check_fits(name, self, r->ndim, r->shape, r->dtype) < 0) return KILN_ERR_INVALID;
   if (record && r->dtype != self->dtype && !(r = kiln_to_dtype(r, self->dtype))) return -1;
+  if (base) { /* Note [CopySlices] */
+    if (copy_slices(self, base, r) < 0) return -1;
+    outs[0] = core_autorelease(kiln_retain(self));
+    return outs[0] ? 1 : KILN_ERR_NOMEM;
+  }
   if (r != self) { /* the functional op may hand back self unchanged (eval dropout) */
     if (lazy) {
       /* Note [Lazy writes]: self is rebound to r's value: a new version */

@@ -303,8 +303,8 @@ extern int (*op_lazy_hook)(int op, const op_val *args, int n_args,
  * [In-place autograd] in inplace.c); < 0 on error. */
 extern int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
 /* autograd: is t a view (made by a view op, or sharing its storage) of
- * another tensor? */
-extern bool (*op_view_of_hook)(const kiln_tensor *t);
+ * another tensor? *base: the root base a view op recorded, else NULL. */
+extern bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
 /* lazy: an in-place op's write of result into lazy self (a new version;
  * through a view, its base too: Note [Lazy views] in src/lazy/views.c). */
 extern int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
