@@ -206,23 +206,23 @@ static int rnn_run(rnn_kind k, const op_val *a, kiln_tensor **outs, int max) {
                       bias ? "with" : "without");
   kiln_tensor *const *P = a[2].ts.v;
   int64_t G = n_gates[k], H = P[1]->ndim == 2 ? P[1]->shape[0] / G : -1;
-  int64_t Hout = stride > base ? P[base]->shape[0] : H;
+  int64_t Hout = stride > base && P[base]->ndim == 2 ? P[base]->shape[0] : H;
   if (H <= 0 || P[1]->shape[0] != G * H)
     return core_error(KILN_ERR_INVALID, "%s: weight_hh_l0 of %s is not %lld gates", fn,
                       core_tensor_desc(P[1], d, sizeof d), (long long)G);
-  if (bf) x = kiln_transpose(x, 0, 1);
-  if (!x) return op_failed_status();
-  int64_t B = x->shape[1];
+  int64_t B = x->shape[bf ? 0 : 1];
   int64_t hs[3] = {L * D, B, Hout}, cs[3] = {L * D, B, H};
   if (!has_shape(h0, 3, hs)) return shape_error(fn, "hx[0]", 3, hs, h0);
   if (c0 && !has_shape(c0, 3, cs)) return shape_error(fn, "hx[1]", 3, cs, c0);
-  if (x->shape[0] == 0)
+  if (x->shape[bf ? 1 : 0] == 0)
     return core_error(KILN_ERR_INVALID, "%s: the input has no time steps", fn);
   kiln_tensor *r[3] = {0};
   kiln_tensor **hn = core_calloc((size_t)(2 * L * D), sizeof *hn), **cn = hn + L * D;
   if (!hn) return KILN_ERR_NOMEM;
+  rc = 0;
   kiln_scope_begin();
-  kiln_tensor *in = x;
+  kiln_tensor *in = bf ? kiln_transpose(x, 0, 1) : x; /* [T, B, F] */
+  if (!in) rc = op_failed_status();
   for (int64_t l = 0; l < L && rc >= 0; l++) {
     kiln_tensor *dir_out[2] = {0};
     for (int dd = 0; dd < D && rc >= 0; dd++) {
