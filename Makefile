@@ -172,7 +172,8 @@ bench: $(BUILD)/bench_kiln $(if $(filter 1,$(MPI)),$(BUILD)/kiln)
 # processes with the same thread count and environment; THREADS="1 2"
 # (default) measures both, FILTER=SUBSTR runs some workloads.
 bench-compare: $(BUILD)/bench_kiln
-	/usr/bin/python3 scripts/bench_compare.py --kiln ./$(BUILD)/bench_kiln \
+	/usr/bin/python3 scripts/bench_models.py $(BUILD)/bench-models
+	KILN_BENCH_MODELS=$(BUILD)/bench-models /usr/bin/python3 scripts/bench_compare.py --kiln ./$(BUILD)/bench_kiln \
 	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER))
 
 # Fuzzing (libFuzzer, clang): each target of fuzz/ runs FUZZ_TIME seconds

@@ -61,5 +61,6 @@ const bench_workload *bench_model_workloads(int *n);    /* work_models.c: MLP, L
 const bench_workload *bench_extra_workloads(int *n);    /* work_micro.c: memcpy, conv2d */
 const bench_workload *bench_ops_workloads(int *n);      /* work_ops.c: depthwise, layer_norm, sdpa */
 const bench_workload *bench_scale_workloads(int *n);    /* work_scale.c: verifier, checkpoint */
+const bench_workload *bench_import_workloads(int *n);   /* work_import.c: resnet18, transformer layer */
 
 #endif

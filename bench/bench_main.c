@@ -279,7 +279,7 @@ int kiln_bench_main(int argc, char **argv) {
   static const list_fn lists[] = {bench_overhead_workloads, bench_ew_workloads,
                                   bench_gemm_workloads, bench_model_workloads,
                                   bench_extra_workloads, bench_ops_workloads,
-                                  bench_scale_workloads};
+                                  bench_scale_workloads, bench_import_workloads};
   bench_opts o;
   int prc = parse_args(argc, argv, &o);
   if (prc != 0) return usage(prc > 0 ? stdout : stderr);

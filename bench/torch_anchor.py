@@ -530,6 +530,44 @@ COPY_BYTES = 2.0 * 4 * COPY_N
 EW_BYTES = 2.0 * 4 * EW_N
 
 
+# ---- imported models (bench/work_import.c; scripts/bench_models.py) --------------------
+
+
+def setup_import(name, mode, train, batch):
+    """resnet18 or the transformer layer (the modules scripts/bench_models.py
+    exports for kiln, same seeds): inference under no_grad in eval mode, or
+    an SGD step in training mode (cross-entropy on random labels; the
+    layer's loss is its output's mean). mode: eager or jit (torch.jit.script
+    of the module)."""
+    from importlib.machinery import SourceFileLoader
+    bm = SourceFileLoader('bench_models', os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), 'scripts', 'bench_models.py')).load_module()
+    m, shape = bm.bench_modules()[name]
+    shape = [batch] + shape[1:]
+    m.train(train)
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(shape, generator=g)
+    y = torch.randint(0, 1000, (batch,), generator=g)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9) if train else None
+    f = torch.jit.script(m) if mode == "jit" else m
+
+    def run(iters):
+        t0 = time.perf_counter()
+        if not train:
+            with torch.no_grad():
+                for _ in range(iters):
+                    f(x)
+            return time.perf_counter() - t0
+        for _ in range(iters):
+            out = f(x)
+            loss = F.cross_entropy(out, y) if name == "resnet18" else out.mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return time.perf_counter() - t0
+    return run
+
+
 def T(name, unit, scale, setup, warmup=2, max_iters=0):
     return Workload(name, unit, "time", scale, setup, warmup, 0.0, max_iters)
 
@@ -567,6 +605,18 @@ WORKLOADS = [
     T("layer_norm", "ms", 1e3, lambda: setup_ops("ln"), 2),
     T("sdpa", "ms", 1e3, lambda: setup_ops("sdpa"), 2),
 ]
+for _m in ("eager", "jit"):
+    _w = 4 if _m == "jit" else 2
+    WORKLOADS += [
+        T("resnet18_infer_b1_" + _m, "ms", 1e3,
+          lambda m=_m: setup_import("resnet18", m, False, 1), _w),
+        T("resnet18_infer_b16_" + _m, "ms", 1e3,
+          lambda m=_m: setup_import("resnet18", m, False, 16), _w),
+        T("resnet18_train_step_b16_" + _m, "ms", 1e3,
+          lambda m=_m: setup_import("resnet18", m, True, 16), _w),
+        T("transformer_encoder_train_step_" + _m, "ms", 1e3,
+          lambda m=_m: setup_import("transformer_encoder", m, True, 16), _w),
+    ]
 
 
 def set_openblas_threads(n):
