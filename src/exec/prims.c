@@ -304,8 +304,10 @@ static int p_append(const exec_instr *x, exec_value *in, exec_value *out) {
   l->items[l->n++] = exec_value_copy(&in[1]);
   core_free(l->ints); /* caches describe the old contents */
   core_free(l->tensors);
+  core_free(l->floats);
   l->ints = NULL;
   l->tensors = NULL;
+  l->floats = NULL;
   out[0] = exec_value_copy(&in[0]);
   return 0;
 }
@@ -592,6 +594,7 @@ const exec_prim_fn exec_prim_impl[IR_PRIM_COUNT] = {
     [IR_PRIM_AUTOGRAD_ANY_NONZERO] = p_any_nonzero,
     [IR_PRIM_BROADCAST_SIZES] = p_broadcast_sizes,
     [IR_PRIM_SIZE_IF_NOT_EQUAL] = p_size_if_not_equal,
+    [IR_PRIM_INFER_SIZE] = p_broadcast_sizes,
     [IR_PRIM_SIZE] = p_size,
     [IR_PRIM_DIM] = p_dim,
     [IR_PRIM_NUMEL] = p_numel,

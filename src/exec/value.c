@@ -9,6 +9,7 @@ static void list_release(exec_list *l) {
   for (int i = 0; i < l->n; i++) exec_value_clear(&l->items[i]);
   core_free(l->items);
   core_free(l->ints);
+  core_free(l->floats);
   core_free(l->tensors);
   core_free(l);
 }
@@ -70,12 +71,13 @@ int exec_value_as_op(exec_value *v, op_val *out) {
   case EXEC_V_LIST:
   case EXEC_V_TUPLE: {
     exec_list *l = v->list;
-    bool all_int = true, all_t = true, any_t = false;
+    bool all_int = true, all_t = true, any_t = false, all_num = true;
     for (int i = 0; i < l->n; i++) {
       all_int &= l->items[i].tag == EXEC_V_INT || l->items[i].tag == EXEC_V_BOOL;
       /* a Tensor?[] (index's indices) holds None entries: NULL in the list */
       all_t &= l->items[i].tag == EXEC_V_TENSOR || l->items[i].tag == EXEC_V_NONE;
       any_t |= l->items[i].tag == EXEC_V_TENSOR;
+      all_num &= l->items[i].tag == EXEC_V_INT || l->items[i].tag == EXEC_V_FLOAT;
     }
     all_t &= any_t || l->n == 0;
     if (all_int) {
@@ -96,6 +98,16 @@ int exec_value_as_op(exec_value *v, op_val *out) {
           l->tensors[i] = l->items[i].tag == EXEC_V_TENSOR ? l->items[i].t : NULL;
       }
       *out = OPV_TS(l->tensors, l->n);
+      return 0;
+    }
+    if (all_num) { /* float[] (an all-int or empty list went the int[] way) */
+      if (!l->floats) {
+        l->floats = core_alloc((size_t)l->n * sizeof *l->floats);
+        if (!l->floats) return KILN_ERR_NOMEM;
+        for (int i = 0; i < l->n; i++)
+          l->floats[i] = l->items[i].tag == EXEC_V_FLOAT ? l->items[i].f : (double)l->items[i].i;
+      }
+      *out = OPV_FLOATS(l->floats, l->n);
       return 0;
     }
     return core_error(KILN_ERR_INVALID, "a list of mixed types cannot be passed to an op");

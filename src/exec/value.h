@@ -39,6 +39,7 @@ struct exec_list {
   exec_value *items;  /* owned values */
   int64_t *ints;      /* cache: items as int64 when all are ints (for op_val) */
   kiln_tensor **tensors; /* cache: items as tensors when all are tensors */
+  double *floats;     /* cache: items as doubles when all are numbers, some float */
 };
 
 #define EXEC_NONE ((exec_value){.tag = EXEC_V_NONE})

@@ -127,8 +127,29 @@ int op_cross_entropy_decompose(const op_val *a, int n, kiln_tensor **outs, int m
   if (a[0].tag != OP_VAL_TENSOR)
     return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", fn,
                       op_val_desc(&a[0], d, sizeof d));
+  if (a[0].t->ndim > 2 && a[1].tag == OP_VAL_TENSOR && a[1].t->dtype == KILN_DTYPE_I64 &&
+      a[1].t->ndim == a[0].t->ndim - 1) {
+    /* [N, C, d...] with target [N, d...]: classes moved last, rows flattened */
+    kiln_tensor *x = a[0].t, *t = a[1].t;
+    int64_t perm[KILN_MAX_DIMS], rows[2] = {-1, x->shape[1]}, m = -1;
+    for (int i = 0, k = 0; i < x->ndim; i++)
+      if (i != 1) perm[k++] = i;
+    perm[x->ndim - 1] = 1;
+    kiln_tensor *x2 = kiln_reshape(kiln_permute(x, x->ndim, perm), 2, rows);
+    kiln_tensor *t1 = kiln_reshape(t, 1, &m);
+    if (!x2 || !t1) return -1;
+    op_val c[6];
+    memcpy(c, a, sizeof c);
+    c[0] = OPV_T(x2);
+    c[1] = OPV_T(t1);
+    int rc = op_cross_entropy_decompose(c, n, outs, max_outs);
+    if (rc < 0 || outs[0]->ndim != 1) return rc;
+    outs[0] = kiln_reshape(outs[0], t->ndim, t->shape);
+    return outs[0] ? 1 : -1;
+  }
   if (a[0].t->ndim != 1 && a[0].t->ndim != 2)
-    return core_error(KILN_ERR_UNSUPPORTED, "%s: only [N, C] or [C] inputs are supported, got %s",
+    return core_error(KILN_ERR_UNSUPPORTED, "%s: only [N, C] or [C] inputs are supported (or "
+                                            "[N, C, d...] with an int64 target [N, d...]), got %s",
                       fn, core_tensor_desc(a[0].t, d, sizeof d));
   if (a[2].tag != OP_VAL_NONE)
     return core_error(KILN_ERR_UNSUPPORTED, "%s: class weights are not supported (weight=%s)",

@@ -19,7 +19,8 @@ typedef enum op_val_tag {
   OP_VAL_BOOL,
   OP_VAL_INTS,     /* int[] */
   OP_VAL_TENSORS,  /* Tensor[] */
-  OP_VAL_STR
+  OP_VAL_STR,
+  OP_VAL_FLOATS    /* float[] (upsampling's scale_factors; decomposing ops only) */
 } op_val_tag;
 
 /* One argument, in the aten schema's order. Borrowed by op_call. */
@@ -33,6 +34,7 @@ typedef struct op_val {
     struct { const int64_t *v; int n; } ints;
     struct { kiln_tensor *const *v; int n; } ts;
     const char *s;
+    struct { const double *v; int n; } floats;
   };
 } op_val;
 
@@ -44,6 +46,7 @@ typedef struct op_val {
 #define OPV_INTS(p, n_) ((op_val){.tag = OP_VAL_INTS, .ints = {(p), (n_)}})
 #define OPV_TS(p, n_) ((op_val){.tag = OP_VAL_TENSORS, .ts = {(p), (n_)}})
 #define OPV_S(x) ((op_val){.tag = OP_VAL_STR, .s = (x)})
+#define OPV_FLOATS(p, n_) ((op_val){.tag = OP_VAL_FLOATS, .floats = {(p), (n_)}})
 
 /* A number argument (int, float or bool) as double; NONE gives NAN. */
 double op_val_num(const op_val *v);
@@ -229,6 +232,10 @@ int op_output_alias(int op, int out);
  * infer (the result meta is self's) and decompose. */
 int op_inplace_infer(int op, const op_val *args, int n_args, op_meta *outs, int max_outs);
 int op_inplace_run(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
+/* avg_poolNd of an integer input (pool.c): f (the op's decompose) on the
+ * float64 input, truncated toward zero into the input's dtype. */
+int op_avg_pool_int(const op_val *args, int n_args, kiln_tensor **outs, int max_outs,
+                    int (*f)(const op_val *, int, kiln_tensor **, int));
 
 /* Prototypes of every op's functions (defined in src/ops/<group>.c). */
 #define OP(name, ENUM, aten, nin, nargs, flags, schema, doc)                    \

@@ -158,9 +158,31 @@ static kiln_tensor *window_matrix(const char *fn, int64_t n, int64_t k, int64_t 
 
 static bool flag(const op_val *v, bool dflt) { return v->tag == OP_VAL_BOOL ? v->b : dflt; }
 
+/* Integer inputs (avg_pool1d/2d/3d): the float64 mean, truncated toward
+ * zero as PyTorch's integer division is (a quotient's fraction is at least
+ * 1/divisor away from an integer, so the nudge past rounding is safe). */
+int op_avg_pool_int(const op_val *a, int n, kiln_tensor **outs, int max,
+                    int (*f)(const op_val *, int, kiln_tensor **, int)) {
+  op_val c[8];
+  if (n > 8) return core_error(KILN_ERR_INVALID, "avg_pool: too many arguments");
+  memcpy(c, a, (size_t)n * sizeof *c);
+  kiln_tensor *x = a[0].t, *xd = kiln_to_dtype(x, KILN_DTYPE_F64), *r[1];
+  if (!xd) return op_failed_status();
+  c[0] = OPV_T(xd);
+  int rc = f(c, n, r, max);
+  if (rc < 0) return rc;
+  kiln_tensor *v = kiln_add(r[0], kiln_mul_scalar(kiln_sign(r[0]), 1e-7));
+  return op_out1(v ? kiln_to_dtype(v, x->dtype) : NULL, outs);
+}
+static bool int_input(const op_val *v) {
+  return v->tag == OP_VAL_TENSOR && !core_dtype_is_floating(v->t->dtype) &&
+         v->t->dtype != KILN_DTYPE_BOOL;
+}
+
 int op_avg_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::avg_pool2d";
   kiln_tensor *x;
+  if (int_input(&a[0])) return op_avg_pool_int(a, n, outs, max, op_avg_pool2d_decompose);
   int64_t k[2], s[2], p[2], o[2];
   int rc;
   if ((rc = float_4d(fn, &a[0], 3, 4, &x)) < 0 ||
@@ -182,6 +204,7 @@ int op_avg_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
 int op_avg_pool1d_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::avg_pool1d";
   kiln_tensor *x;
+  if (int_input(&a[0])) return op_avg_pool_int(a, n, outs, max, op_avg_pool1d_decompose);
   int64_t k[1], s[1], p[1], o[1];
   int rc;
   if ((rc = float_4d(fn, &a[0], 2, 3, &x)) < 0 ||
