@@ -1,9 +1,11 @@
-# kiln: one GNU Makefile. Targets: all, test, test SAN=1, test-python,
+# kiln: one GNU Makefile. Targets: all, test, test SAN=1, test TSAN=1, test-python,
 # test-mpi, bench, bench-compare, check, run, fuzz, coverage, install, uninstall,
-# clean. Objects go to build/ (build-san/ for SAN=1, build-mpi/ for MPI=1).
+# clean. Objects go to build/ (build-san/ for SAN=1, build-tsan/ for TSAN=1,
+# build-mpi/ for MPI=1, build-cov/ for make coverage).
 PREFIX ?= /usr/local
 CC ?= cc
 SAN ?= 0
+NO_UNDEFINED := -Wl,--no-undefined
 
 # Floating-point flags of the release build, and of the native fused
 # kernels it compiles at run time (NATIVE_CFLAGS below).
@@ -20,6 +22,16 @@ else ifeq ($(COV),1)
   # make coverage: gcov instrumentation, no optimization (exact line counts).
   BUILD := build-cov
   OPT := -O0 -g --coverage $(FP_FLAGS)
+else ifeq ($(TSAN),1)
+  # ThreadSanitizer (Note [Threads] in include/kiln.h): clang with LLVM's
+  # OpenMP runtime, whose regions TSAN understands through libarcher
+  # (OMP_TOOL_LIBRARIES, set by `make test TSAN=1`); no libgomp suppressions.
+  CC := clang
+  BUILD := build-tsan
+  # The runtime is linked into programs, not libkiln.so: the library leaves
+  # __tsan_* undefined (a program built with -fsanitize=thread loads it).
+  OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=thread -Wno-pass-failed -DKILN_TSAN $(FP_FLAGS)
+  NO_UNDEFINED :=
 else ifeq ($(SAN),1)
   BUILD := build-san
   # float-cast-overflow: gcc's "undefined" leaves it out (clang's includes
@@ -125,7 +137,7 @@ $(BUILD)/libkiln.a: $(LIB_OBJ)
 SO_OBJ := $(filter-out $(BUILD)/src/core/wait_policy.o,$(LIB_OBJ))
 $(BUILD)/$(SO_REAL): $(SO_OBJ) src/kiln.map
 	$(CC) $(LDFLAGS) -shared -Wl,-soname,$(SO_NAME) -Wl,--version-script=src/kiln.map \
-	  -Wl,--no-undefined -o $@ $(SO_OBJ) $(LIBS)
+	  $(NO_UNDEFINED) -o $@ $(SO_OBJ) $(LIBS)
 	ln -sf $(SO_REAL) $(BUILD)/$(SO_NAME)
 	ln -sf $(SO_NAME) $(BUILD)/libkiln.so
 
@@ -141,9 +153,19 @@ $(BUILD)/test_kiln: $(TEST_OBJ) $(LIB_OBJ)
 $(BUILD)/bench_kiln: $(BENCH_OBJ) $(LIB_OBJ)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
+# TSAN=1: libarcher (LLVM's OpenMP tool for TSAN), which asks for
+# ignore_noninstrumented_modules (libomp, OpenBLAS and the native kernels
+# are not instrumented), and scripts/tsan.supp; a report fails the run
+# (exit code 66). KMP_BLOCKTIME=1: libomp's idle workers spin 1 ms, as
+# kiln's GOMP_SPINCOUNT bounds libgomp's (Note [Thread waits]).
+ifeq ($(TSAN),1)
+  TEST_ENV := OMP_TOOL_LIBRARIES=$(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so)) \
+    KMP_BLOCKTIME=1 TSAN_OPTIONS="suppressions=$(CURDIR)/scripts/tsan.supp \
+    ignore_noninstrumented_modules=1 halt_on_error=0 exitcode=66 $(TSAN_OPTIONS)"
+endif
 test: deps-test
 	$(MAKE) $(BUILD)/test_kiln $(BUILD)/kiln $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL)
-	OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
+	$(TEST_ENV) OMP_NUM_THREADS=2 KILN_BIN=./$(BUILD)/kiln ./$(BUILD)/test_kiln $(FILTER)
 
 # The Python package's tests (python/tests, pytest) against this tree's
 # libkiln.so, then `pip install ./python --target` and an import of the
@@ -277,7 +299,7 @@ uninstall:
 	  rm -rf $(DESTDIR)$(PYDIR)/kiln; fi
 
 clean:
-	rm -rf build build-san build-fuzz build-cov
+	rm -rf build build-san build-fuzz build-cov build-tsan
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

@@ -16,6 +16,40 @@
  * set a thread-local message, kiln_last_error(), naming the function, the
  * operands' shapes and dtypes, and what was expected. No user error aborts.
  *
+ * Note [Threads]. Several threads may use kiln at once on independent
+ * objects: each its own tensors (eager ops, autograd, in-place updates),
+ * its own kiln_functions (profiling, optimizing, fusing at the same time)
+ * and its own lazy tensors; each gets the values the same work gives run
+ * alone (tests/core/test_thread_contract.c, also under `make test TSAN=1`).
+ * Safe to share between threads without a lock of yours:
+ *   - a tensor nobody writes and that does not require grad (model
+ *     weights read by every request thread): reference counts are atomic;
+ *   - one kiln_function: concurrent calls serialize on its lock (one runs,
+ *     the others wait); backwards through its outputs run outside it;
+ *   - the default generator (kiln_rand(..., NULL), dropout): each draw
+ *     takes its lock, so concurrent draws get distinct numbers of its one
+ *     sequence in a scheduling-dependent order; a thread that needs a
+ *     reproducible stream uses a kiln_generator_new of its own;
+ *   - what kiln keeps process-wide: the fused-kernel cache and native
+ *     kernels, op schemas, the CPU level, the kiln_fused_kernels_* counts,
+ *     kiln_set_anomaly_enabled (one setting for every thread).
+ * Per thread: the error message, grad mode, scopes, the backward progress
+ * callback, the storage cache, the OpenMP thread count (a new thread
+ * starts with OpenMP's default: OMP_NUM_THREADS, else every core; k
+ * threads computing at once use up to k teams, so a server with many
+ * request threads calls kiln_set_num_threads(1) on each), and the LAZY
+ * DEVICE: each thread has its own pending graph, compile cache (and
+ * kiln_lazy_set_cache_size), recompile reasons and kiln_lazy_* metrics;
+ * kiln_mark_step syncs the calling thread's lazy tensors only. A lazy
+ * tensor is used and released only on the thread that made it.
+ * Your lock (one thread at a time) is needed for: a tensor one thread
+ * writes (in place, kiln_copy_, through kiln_tensor_data, set_grad,
+ * set_requires_grad) while another reads or writes it; backward into the
+ * same leaf tensors from several threads; a kiln_generator_new generator;
+ * a kiln_graph, kiln_nn_module, kiln_optim, kiln_model or data set; the
+ * borrowed strings of kiln_function_guard_failure_reason while a call of
+ * the function runs.
+ *
  * A training step, eager mode:
  *
  *   kiln_scope_begin();
@@ -191,8 +225,9 @@ KILN_API uint64_t kiln_tensor_version(const kiln_tensor *t);
  * "avx512", chosen at first use from the CPU and lowered by the environment
  * variable KILN_CPU (README: CPU levels). A static string. */
 KILN_API const char *kiln_cpu_level(void);
-/* The number of threads kiln's parallel regions use from now on (n >= 1;
- * larger than the cores available to the process is capped to them).
+/* The number of threads the calling thread's parallel regions use from now
+ * on (n >= 1; larger than the cores available to the process is capped to
+ * them; other threads keep theirs: Note [Threads]).
  * KILN_ERR_INVALID for n < 1. Default: KILN_NUM_THREADS, else
  * OMP_NUM_THREADS, else the available cores (README: Threads). */
 KILN_API kiln_status kiln_set_num_threads(int n);
@@ -489,13 +524,14 @@ KILN_API kiln_tensor *kiln_to_lazy(kiln_tensor *t);
  * CPU t, returns a new reference to t. */
 KILN_API kiln_tensor *kiln_to_cpu(kiln_tensor *t);
 KILN_API bool kiln_tensor_is_lazy(const kiln_tensor *t);
-/* Syncs every live lazy tensor with pending IR as one graph. */
+/* Syncs every live lazy tensor of this thread (its lazy device: Note
+ * [Threads]) with pending IR as one graph. */
 KILN_API kiln_status kiln_mark_step(void);
 /* The pending IR of ts in the style of PyTorch's _get_tensors_text:
  * "IR {\n  %0 = [Float[4,4]] lazy_tensors::device_data(), device=CPU0\n ...}".
  * Returns a string to free with kiln_free, or NULL. */
 KILN_API char *kiln_lazy_tensors_text(kiln_tensor *const *ts, int n);
-/* Counter or timer by name (MarkStep, UncachedCompile, CachedCompile,
+/* This thread's counter or timer by name (MarkStep, UncachedCompile, CachedCompile,
  * ExecuteGraph, DeviceDataCacheMiss, CreateLazyTensor, DestroyLazyTensor,
  * SyncTensorsToData, DonatedBuffers (graph inputs whose buffers mark_step
  * let the graph overwrite: Note [Buffer donation]); timers CompileTime,
@@ -507,7 +543,8 @@ KILN_API void kiln_lazy_metrics_reset(void);
  * kiln_free). */
 KILN_API char *kiln_lazy_metrics_report(void);
 KILN_API char *kiln_lazy_metrics_json(void);
-/* Compile-cache capacity (graphs kept, LRU); default 1024. */
+/* Compile-cache capacity (graphs kept, LRU) of this thread's lazy device
+ * (Note [Threads]); default 1024. */
 KILN_API void kiln_lazy_set_cache_size(int n);
 /* Why the cache missed for graphs of a structure seen before, oldest
  * first: "input 2: shape [128, 784] -> [64, 784]". Borrowed strings, valid

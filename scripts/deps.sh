@@ -1,7 +1,7 @@
 #!/bin/sh
 # scripts/deps.sh: installs the Debian packages kiln needs, when missing.
-# Usage: sh scripts/deps.sh [--test|--python|--fuzz|--mpi|--coverage]   (what the test suite /
-# the Python package's tests / make fuzz / make MPI=1 / make coverage add)
+# Usage: sh scripts/deps.sh [--test|--python|--fuzz|--tsan|--mpi|--coverage]   (what the test
+# suite / the Python package's tests / make fuzz / make test TSAN=1 / make MPI=1 / make coverage add)
 set -e
 PKGS="build-essential libopenblas-dev libjansson-dev zlib1g-dev pkgconf dataset-fashion-mnist"
 if [ "$1" = "--test" ]; then
@@ -16,8 +16,8 @@ fi
 if [ "$1" = "--coverage" ]; then
   PKGS="$PKGS lcov"
 fi
-if [ "$1" = "--fuzz" ]; then
-  PKGS="$PKGS clang libomp-dev"
+if [ "$1" = "--fuzz" ] || [ "$1" = "--tsan" ]; then
+  PKGS="$PKGS clang libomp-dev"  # --tsan: libomp-dev has libarcher.so
 fi
 missing=""
 for p in $PKGS; do

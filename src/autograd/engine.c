@@ -9,6 +9,7 @@
  * contribution, right after its last contributor ran, and the order is a
  * function of the graph alone (deterministic). */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -43,8 +44,8 @@ typedef struct ag_task {
 } ag_task;
 
 static _Thread_local ag_task *cur_task;
-static uint64_t next_task_id = 1;
-static bool anomaly_on;
+static _Atomic uint64_t next_task_id = 1; /* atomic: Note [Threads] in kiln.h */
+static atomic_bool anomaly_on; /* process-wide, as kiln.h says */
 /* kiln_set_backward_progress: called between the nodes of a backward */
 static _Thread_local kiln_callback progress_fn;
 static _Thread_local void *progress_ud;
@@ -491,7 +492,7 @@ static int run_task(ag_task *t, kiln_tensor *const *roots, kiln_tensor *const *g
     rc = core_error(KILN_ERR_STATE, "backward: cannot start a backward from inside another");
     goto out;
   }
-  t->id = next_task_id++;
+  t->id = atomic_fetch_add_explicit(&next_task_id, 1, memory_order_relaxed);
   for (int i = 0; i < n_roots; i++) {
     kiln_tensor *r = roots[i];
     if (!r) {

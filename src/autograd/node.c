@@ -1,12 +1,14 @@
 /* src/autograd/node.c: backward nodes, per-tensor autograd state, and
  * recording: the hook op_call invokes to attach history to an op's
  * outputs. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "autograd.h"
 
-static uint64_t next_seq;
+/* atomic: graphs are built on several threads (Note [Threads] in kiln.h) */
+static _Atomic uint64_t next_seq;
 
 static void meta_free(kiln_tensor *t);
 
@@ -56,7 +58,7 @@ ag_node *ag_node_new(int op, const char *name, int n_inputs, int n_next) {
   n->refcount = 1;
   n->op = op;
   n->name = name;
-  n->seq = next_seq++;
+  n->seq = atomic_fetch_add_explicit(&next_seq, 1, memory_order_relaxed);
   n->n_inputs = n_inputs;
   n->n_next = n_next;
   n->in_meta = core_calloc((size_t)(n_inputs ? n_inputs : 1), sizeof *n->in_meta);

@@ -1,36 +1,42 @@
 /* src/core/alloc.c: the one allocation hook. Every allocation in kiln goes
  * through here so tests can make the Nth allocation fail (as SQLite's
  * malloc fault injection does). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 
-static long alloc_count;     /* allocations since the last core_alloc_fail_at */
-static long alloc_fail_at;   /* 0 = never */
-static size_t alloc_max;     /* 0 = no limit (core_alloc_limit) */
+/* The test hooks are process-wide and atomic (Note [Threads] in
+ * include/kiln.h); allocations are counted only once a test has called
+ * core_alloc_fail_at, so a program's threads never share a counter. */
+static atomic_bool counting;
+static atomic_long alloc_count;     /* allocations since the last core_alloc_fail_at */
+static atomic_long alloc_fail_at;   /* 0 = never */
+static _Atomic size_t alloc_max;    /* 0 = no limit (core_alloc_limit) */
 static _Thread_local long alloc_failures; /* allocations that failed on this thread */
 
 long core_alloc_failures(void) { return alloc_failures; }
 
 static bool should_fail(void) {
-  alloc_count++;
-  return alloc_fail_at > 0 && alloc_count == alloc_fail_at;
+  if (!atomic_load_explicit(&counting, memory_order_relaxed)) return false;
+  long k = atomic_fetch_add_explicit(&alloc_count, 1, memory_order_relaxed) + 1;
+  long at = atomic_load_explicit(&alloc_fail_at, memory_order_relaxed);
+  return at > 0 && k == at;
 }
 
-size_t core_alloc_limit(size_t max_bytes) {
-  size_t old = alloc_max;
-  alloc_max = max_bytes;
-  return old;
-}
+size_t core_alloc_limit(size_t max_bytes) { return atomic_exchange(&alloc_max, max_bytes); }
 
-static bool too_big(size_t n) { return alloc_max && n > alloc_max; }
+static bool too_big(size_t n) {
+  size_t max = atomic_load_explicit(&alloc_max, memory_order_relaxed);
+  return max && n > max;
+}
 
 long core_alloc_fail_at(long n) {
-  long made = alloc_count;
-  alloc_count = 0;
-  alloc_fail_at = n;
+  atomic_store(&counting, true);
+  long made = atomic_exchange(&alloc_count, 0);
+  atomic_store(&alloc_fail_at, n);
   return made;
 }
 

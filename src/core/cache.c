@@ -20,7 +20,7 @@ typedef struct free_block {
 static _Thread_local free_block *lists[N_CLASSES];
 static _Thread_local size_t cached_bytes;
 static _Thread_local int64_t n_hits, n_misses;
-static size_t limit_bytes;
+static _Atomic size_t limit_bytes; /* read once from the environment; atomic */
 
 #if defined(__SANITIZE_ADDRESS__)
 #define CACHE_ENABLED 0
@@ -48,13 +48,15 @@ static int size_class(size_t n, size_t *rounded) {
 }
 
 static size_t limit(void) {
-  if (!limit_bytes) {
+  size_t n = limit_bytes;
+  if (!n) {
     const char *e = getenv("KILN_CACHE_MB");
     long mb = e ? atol(e) : 512;
-    limit_bytes = (size_t)(mb < 0 ? 0 : mb) << 20;
-    if (!limit_bytes) limit_bytes = 1; /* 0 disables: nothing fits */
+    n = (size_t)(mb < 0 ? 0 : mb) << 20;
+    if (!n) n = 1; /* 0 disables: nothing fits */
+    limit_bytes = n;
   }
-  return limit_bytes;
+  return n;
 }
 
 void *core_block_alloc(size_t n, size_t *block) {

@@ -92,7 +92,7 @@ typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_devi
  * it: in-place writes bump it, autograd compares it when it unpacks a
  * saved tensor (src/autograd/node.c). */
 typedef struct core_storage {
-  int refcount;
+  _Atomic int refcount; /* atomic: Note [Threads] in include/kiln.h */
   uint32_t version;
   size_t nbytes;
   size_t block;    /* bytes of the cached block holding header and data */
@@ -105,7 +105,7 @@ typedef struct core_storage {
 struct ag_meta;   /* autograd's per-tensor state (src/autograd) */
 
 struct kiln_tensor {
-  int refcount;
+  _Atomic int refcount; /* a tensor read by several threads is retained by each */
   kiln_dtype dtype;
   uint8_t device;          /* core_device */
   uint8_t ndim;
@@ -350,6 +350,12 @@ struct kiln_generator {
   uint64_t s[4];
 };
 uint64_t core_rand_u64(kiln_generator *g);
+/* The generator random ops draw from on this thread: the default one, or
+ * the one core_set_op_generator lent (Note [Dropout generator] in
+ * src/ops/dropout.c). core_set_op_generator returns the previous loan
+ * (NULL = none); the caller restores it. Never fails. */
+kiln_generator *core_op_generator(void);
+kiln_generator *core_set_op_generator(kiln_generator *g);
 /* Uniform [0, 1) with 53 random bits. */
 double core_rand_double(kiln_generator *g);
 double core_rand_normal(kiln_generator *g);

@@ -1,6 +1,7 @@
 /* src/core/cpu.c: choosing the instruction-set level of the hot kernels at
  * first use (Note [CPU levels] in cpu.h). */
 #include <cpuid.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static bool has_f16c(void) {
 }
 
 int core_cpu_max_level(void) {
-  static int max = -1;
+  static atomic_int max = -1; /* threads racing here compute the same */
   if (max >= 0) return max;
   __builtin_cpu_init();
   /* libgcc's checks include the OS's support (XCR0) for the ymm/zmm state */
@@ -33,7 +34,9 @@ int core_cpu_max_level(void) {
   bool v4 = v3 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl");
-  return max = v4 ? CORE_CPU_AVX512 : v3 ? CORE_CPU_AVX2 : CORE_CPU_BASELINE;
+  int level = v4 ? CORE_CPU_AVX512 : v3 ? CORE_CPU_AVX2 : CORE_CPU_BASELINE;
+  max = level;
+  return level;
 }
 
 int core_cpu_init(void) {

@@ -39,6 +39,7 @@
  * kiln_set_num_threads to the calling thread. */
 #include <omp.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,14 +99,16 @@ static int cgroup_cores(void) {
 }
 
 int core_available_cores(void) {
-  static int cores;
+  static atomic_int cores; /* threads racing here compute the same */
   if (cores) return cores;
   cpu_set_t set;
   int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   if (n <= 0) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
   if (n <= 0) n = 1;
   int q = cgroup_cores();
-  return cores = q > 0 && q < n ? q : n;
+  int c = q > 0 && q < n ? q : n;
+  cores = c;
+  return c;
 }
 
 kiln_status kiln_set_num_threads(int n) {

@@ -1,5 +1,6 @@
 /* src/exec/function.c: the public function API: kiln_function, which runs
  * a graph (src/ir/api.c makes them) through its executor. */
+#include <pthread.h>
 #include <stdio.h>
 #include <jansson.h>
 #include <string.h>
@@ -8,9 +9,14 @@
 #include "fusion.h"
 
 
+/* lock: Note [Threads] in include/kiln.h: calls of one function from
+ * several threads serialize on it (the executor's profiles, plans and
+ * fallbacks are the function's own state); backwards through its outputs
+ * run outside it (the compiled code is reentrant: registers are per run). */
 struct kiln_function {
   exec_function *ex;
   int n_inputs, n_outputs;
+  pthread_mutex_t lock;
 };
 
 kiln_function *kiln_function_new_ex(const kiln_graph *g, const kiln_function_options *o) {
@@ -42,6 +48,7 @@ kiln_function *kiln_function_new_ex(const kiln_graph *g, const kiln_function_opt
     core_free(f);
     return NULL;
   }
+  pthread_mutex_init(&f->lock, NULL);
   f->n_inputs = ir_block_n_params(ir_graph_top(g->g));
   f->n_outputs = ir_block_n_returns(ir_graph_top(g->g));
   return f;
@@ -52,11 +59,15 @@ kiln_function *kiln_function_new(const kiln_graph *g) { return kiln_function_new
 void kiln_function_free(kiln_function *f) {
   if (!f) return;
   exec_function_free(f->ex);
+  pthread_mutex_destroy(&f->lock);
   core_free(f);
 }
 
 void kiln_function_get_stats(const kiln_function *f, kiln_function_stats *s) {
+  pthread_mutex_t *lock = (pthread_mutex_t *)&f->lock;
+  pthread_mutex_lock(lock);
   exec_function_stats(f->ex, s);
+  pthread_mutex_unlock(lock);
 }
 
 int kiln_function_n_guard_failure_reasons(const kiln_function *f) { return f->ex->n_reasons; }
@@ -66,12 +77,16 @@ const char *kiln_function_guard_failure_reason(const kiln_function *f, int i) {
 }
 
 char *kiln_function_last_optimized_graph(const kiln_function *f) {
-  return f->ex->ran_optimized ? exec_function_describe(f->ex) : NULL;
+  pthread_mutex_t *lock = (pthread_mutex_t *)&f->lock;
+  pthread_mutex_lock(lock);
+  char *text = f->ex->ran_optimized ? exec_function_describe(f->ex) : NULL;
+  pthread_mutex_unlock(lock);
+  return text;
 }
 
 char *kiln_function_stats_json(const kiln_function *f) {
   kiln_function_stats st;
-  exec_function_stats(f->ex, &st);
+  kiln_function_get_stats(f, &st);
   char *g = kiln_function_last_optimized_graph(f);
   json_t *reasons = json_array();
   bool ok = reasons != NULL;
@@ -149,7 +164,9 @@ int kiln_function_call(kiln_function *f, const kiln_value *inputs, int n_inputs,
   memset(out, 0, (size_t)f->n_outputs * sizeof *out);
   for (int i = 0; i < n_inputs && rc == 0; i++) rc = to_exec(&inputs[i], &in[i]);
   if (rc < 0) goto done;
+  pthread_mutex_lock(&f->lock);
   rc = exec_function_run(f->ex, in, out);
+  pthread_mutex_unlock(&f->lock);
   if (rc < 0) goto done;
   for (int i = 0; i < f->n_outputs && rc == 0; i++) rc = from_exec(&out[i], outputs, max_outputs, &n);
 done:

@@ -15,6 +15,7 @@
  * the same tile expressions (Note [Native kernels] in fusion_cc.c); it
  * runs in place of the per-op passes, tile by tile, with the same values. */
 #include <omp.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -61,14 +62,15 @@ typedef struct fkernel {
   kstep *steps;
   /* Note [Native kernels]: the group as one compiled loop, when every step
    * has tile text */
-  int8_t native_state; /* 0 not tried (or not eligible), 1 loaded, -1 failed */
+  _Atomic int8_t native_state; /* 0 not tried (or not eligible), 1 loaded, -1 failed */
   bool native_eligible;
-  int64_t work; /* elements its tile runs covered (Note [Native kernels]) */
+  int64_t work; /* elements its tile runs covered (Note [Native kernels]); native_lock */
   fusion_cc_kernel *native;
+  _Atomic int refs; /* the cache's and each running call's (Note [Kernel cache]) */
 } fkernel;
 
 static void fkernel_free(fkernel *k) {
-  if (!k) return;
+  if (!k || atomic_fetch_sub(&k->refs, 1) > 1) return;
   exec_fusion_cc_free(k->native);
   core_free(k->steps);
   core_free(k);
@@ -101,7 +103,12 @@ void exec_fused_group_free(void *p) {
 /* Note [Kernel cache]: kernels are cached process-wide by the program's
  * structure and the inputs' dtypes, so the same chain met again (another
  * batch size re-traced inside a DifferentiableGraph, another function)
- * reuses its kernel. */
+ * reuses its kernel. Threads share it (Note [Threads] in include/kiln.h):
+ * kcache_lock guards the table, a call holds a reference to its kernel
+ * (refs) so an eviction by another thread frees it only after the call,
+ * and native_lock guards each kernel's work count and native compile. */
+static pthread_mutex_t kcache_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t native_lock = PTHREAD_MUTEX_INITIALIZER;
 #define KCACHE 256
 static struct {
   uint64_t hash;
@@ -292,7 +299,20 @@ static void native_compile(const fused_group *f, fkernel *kn) {
   }
 }
 
+static fkernel *kernel_build(fused_group *f, const exec_value *in);
+
+/* The kernel for f's inputs, with a reference the caller drops with
+ * fkernel_free; NULL with the error set. */
 static fkernel *kernel_for(fused_group *f, const exec_value *in) {
+  pthread_mutex_lock(&kcache_lock);
+  fkernel *kn = kernel_build(f, in);
+  if (kn) atomic_fetch_add(&kn->refs, 1);
+  pthread_mutex_unlock(&kcache_lock);
+  return kn;
+}
+
+/* kernel_for under kcache_lock: the cached kernel or a new one, cached. */
+static fkernel *kernel_build(fused_group *f, const exec_value *in) {
   int8_t sig[64], tier[64];
   if (f->n_in > 64) {
     core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 inputs");
@@ -310,6 +330,7 @@ static fkernel *kernel_for(fused_group *f, const exec_value *in) {
   kn->steps = kn ? core_calloc((size_t)(f->n_steps ? f->n_steps : 1), sizeof *kn->steps) : NULL;
   kiln_tensor *fakes = core_calloc((size_t)(f->n_steps + f->n_in + 1), sizeof *fakes);
   if (!kn || !kn->steps || !fakes) goto fail;
+  kn->refs = 1; /* the cache's */
   memcpy(kn->sig, sig, (size_t)f->n_in);
   memcpy(kn->tier, tier, (size_t)f->n_in);
   /* Simulate dtype promotion on data-less stand-ins: one per input and
@@ -422,8 +443,9 @@ static void store_tile(char *dst, const char *src, size_t nbytes, bool stream) {
  * sysconf can report every L3 of the package together (384 MiB on this
  * VM, whose cores share 32 MiB). */
 int64_t exec_fusion_llc_bytes(void) {
-  static int64_t bytes;
-  if (!bytes) {
+  static _Atomic int64_t bytes; /* threads racing here compute the same */
+  int64_t n = bytes;
+  if (!n) {
     FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
     long long v = 0;
     char unit = 0;
@@ -433,9 +455,10 @@ int64_t exec_fusion_llc_bytes(void) {
     }
     v *= unit == 'K' ? 1024 : unit == 'M' ? 1 << 20 : 1;
     if (v <= 0) v = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    bytes = v > 0 ? v : 32 << 20;
+    n = v > 0 ? v : 32 << 20;
+    bytes = n;
   }
-  return bytes;
+  return n;
 }
 
 static void store_fence(void) { _mm_sfence(); }
@@ -548,9 +571,13 @@ static void choose_kernel(fused_call *c) {
   fused_group *f = c->f;
   fkernel *kn = c->kn;
   int cc_mode = exec_fusion_cc_mode();
-  if (kn->native_eligible && kn->native_state == 0 &&
-      (cc_mode == 2 || (cc_mode == 1 && (kn->work += c->numel) >= FUSION_CC_WORK)))
-    native_compile(f, kn);
+  if (kn->native_eligible && kn->native_state == 0) {
+    pthread_mutex_lock(&native_lock);
+    if (kn->native_state == 0 &&
+        (cc_mode == 2 || (cc_mode == 1 && (kn->work += c->numel) >= FUSION_CC_WORK)))
+      native_compile(f, kn);
+    pthread_mutex_unlock(&native_lock);
+  }
   c->native = kn->native_state == 1 && cc_mode ? exec_fusion_cc_fn(kn->native) : NULL;
   c->native_nt = c->native ? exec_fusion_cc_fn_stream(kn->native) : NULL;
   if (c->native)
@@ -788,7 +815,7 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   memset(c->outs, 0, sizeof c->outs);
   if (index_space(c)) return run_plain(f, in, out);
   if (!(c->kn = kernel_for(f, in))) return -1;
-  if ((rc = call_steps(c)) < 0) return rc;
+  if ((rc = call_steps(c)) < 0) goto done;
   choose_kernel(c);
   if ((rc = prepare(c)) < 0 || (rc = run_tiles(c)) < 0) goto done;
   for (int o = 0; o < f->n_out; o++) {
@@ -797,6 +824,7 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   }
 done:
   for (int o = 0; o < f->n_out && o < 64; o++) kiln_release(c->outs[o]);
+  fkernel_free(c->kn); /* this call's reference */
   return rc;
 }
 

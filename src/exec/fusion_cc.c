@@ -53,8 +53,9 @@ struct fusion_cc_kernel {
   fusion_native_fn fn, fn_nt; /* fn_nt: NULL where the compiler lacks AVX-512 */
 };
 
-static int mode = -1;
-static int cc_missing; /* the compiler could not be run: stop trying */
+/* atomic: read and set by any thread (Note [Threads] in include/kiln.h) */
+static atomic_int mode = -1;
+static atomic_int cc_missing; /* the compiler could not be run: stop trying */
 
 int exec_fusion_cc_mode(void) {
   if (mode < 0) {
@@ -172,7 +173,7 @@ static uint64_t fnv(uint64_t h, const char *s) {
  * CPU is never loaded on another (a home directory shared by a cluster's
  * machines). */
 static uint64_t cpu_key(void) {
-  static uint64_t key;
+  static _Atomic uint64_t key; /* computed once; racing threads compute the same */
   if (key) return key;
   uint64_t h = 0xcbf29ce484222325ull;
   FILE *f = fopen("/proc/cpuinfo", "r");
@@ -183,7 +184,8 @@ static uint64_t cpu_key(void) {
       if (!strncmp(line, keep[i], strlen(keep[i]))) h = fnv(h, line);
   }
   if (f) fclose(f);
-  return key = h | 1;
+  key = h | 1;
+  return h | 1;
 }
 
 char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {

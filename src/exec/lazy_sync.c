@@ -33,15 +33,18 @@ typedef struct cache_entry {
   sig_input *inputs;
 } cache_entry;
 
-static cache_entry *cache;
-static int n_cache, cache_cap = 1024;
-static uint64_t use_clock;
+/* The compile cache, the history and the last graph are the calling
+ * thread's lazy device's (Note [Threads] in include/kiln.h): thread-local,
+ * freed when the thread exits (release_device). */
+static _Thread_local cache_entry *cache;
+static _Thread_local int n_cache, cache_cap = 1024;
+static _Thread_local uint64_t use_clock;
 
 /* Signatures of the last graph compiled per structure (survive eviction),
  * for recompile reasons. */
 #define HISTORY 64
-static cache_entry history[HISTORY];
-static int n_history;
+static _Thread_local cache_entry history[HISTORY];
+static _Thread_local int n_history;
 
 static int64_t now_ns(void) {
   struct timespec ts;
@@ -121,7 +124,7 @@ static int graph_build(sync_graph *g, kiln_tensor *const *ts, int n) {
 
 /* ---- compile: lazy graph -> IR -> passes -> instruction code ------------ */
 
-static char *last_graph; /* text of the last compiled graph (debugging) */
+static _Thread_local char *last_graph; /* text of the last compiled graph (debugging) */
 
 /* Note [Lazy compile]: a pending graph becomes an IR graph whose inputs are
  * its device data (Scalars too: they are inputs, so a new learning rate
@@ -273,6 +276,7 @@ static exec_code *lookup_or_compile(const sync_graph *g) {
     cache = c2;
   }
   cache_entry *e = &cache[n_cache++];
+  core_thread_arm();
   memset(e, 0, sizeof *e);
   e->hash = g->hash;
   e->code = code;
@@ -461,8 +465,23 @@ static kiln_tensor *materialize(const kiln_tensor *t) {
   return kiln_retain(d->data);
 }
 
+/* Note [Thread exit] (core/thread.c): the exiting thread's lazy device. */
+static void release_device(void) {
+  while (n_cache) evict_lru();
+  core_free(cache);
+  cache = NULL;
+  for (int i = 0; i < n_history; i++) {
+    core_free(history[i].inputs);
+    core_free(history[i].root_ids);
+  }
+  n_history = 0;
+  core_free(last_graph);
+  last_graph = NULL;
+}
+
 __attribute__((constructor)) static void lazy_sync_ctor(void) {
   core_lazy_materialize_hook = materialize;
+  core_thread_on_exit(release_device);
 }
 
 kiln_tensor *kiln_to_cpu(kiln_tensor *t) {

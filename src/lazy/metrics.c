@@ -14,12 +14,13 @@ static const char *const metric_names[LAZY_M_COUNT] = {
     "MarkStep",          "UncachedCompile",  "CachedCompile",     "ExecuteGraph",
     "DeviceDataCacheMiss", "CreateLazyTensor", "DestroyLazyTensor", "SyncTensorsToData",
     "DonatedBuffers",    "CompileTime",       "ExecuteTime"};
-static int64_t metric_vals[LAZY_M_COUNT];
-static int64_t metric_samples[LAZY_M_COUNT];
+/* Per thread, as the lazy device is (Note [Threads] in include/kiln.h). */
+static _Thread_local int64_t metric_vals[LAZY_M_COUNT];
+static _Thread_local int64_t metric_samples[LAZY_M_COUNT];
 
 #define MAX_REASONS 256
-static char *reasons[MAX_REASONS];
-static int n_reasons;
+static _Thread_local char *reasons[MAX_REASONS];
+static _Thread_local int n_reasons;
 
 void lazy_metric_add(lazy_metric m, int64_t v) {
   metric_vals[m] += v;
@@ -35,6 +36,7 @@ void lazy_note_recompile(const char *reason) {
   }
   reasons[n_reasons] = core_strdup(reason);
   if (reasons[n_reasons]) n_reasons++;
+  core_thread_arm();
   if (core_log_enabled("KILN_LOG", "recompiles"))
     fprintf(stderr, "kiln: recompile: %s\n", reason);
 }
@@ -51,6 +53,13 @@ void kiln_lazy_metrics_reset(void) {
   for (int i = 0; i < n_reasons; i++) core_free(reasons[i]);
   n_reasons = 0;
 }
+
+/* Note [Thread exit] (core/thread.c): the exiting thread's reasons. */
+static void release_reasons(void) {
+  for (int i = 0; i < n_reasons; i++) core_free(reasons[i]);
+  n_reasons = 0;
+}
+__attribute__((constructor)) static void metrics_ctor(void) { core_thread_on_exit(release_reasons); }
 
 int kiln_lazy_n_recompile_reasons(void) { return n_reasons; }
 

@@ -11,8 +11,12 @@
 
 #include "lazy.h"
 
-static lazy_state *live_head, *live_tail;
-static uint64_t next_id = 1;
+/* Note [Threads] (include/kiln.h): each thread has a lazy device of its
+ * own: its live tensors, node ids, scalar cache and visit epochs (and the
+ * compile cache and metrics, exec/lazy_sync.c, metrics.c) are
+ * thread-local; a lazy tensor is used only on the thread that made it. */
+static _Thread_local lazy_state *live_head, *live_tail;
+static _Thread_local uint64_t next_id = 1;
 
 /* ---- nodes ------------------------------------------------------------------ */
 
@@ -136,8 +140,16 @@ typedef struct scalar_entry {
   uint64_t bits;
   lazy_node *node;
 } scalar_entry;
-static scalar_entry *scalar_cache;
-static int scalar_cache_cap, scalar_cache_next;
+static _Thread_local scalar_entry *scalar_cache;
+static _Thread_local int scalar_cache_cap, scalar_cache_next;
+
+/* Note [Thread exit] (core/thread.c): the exiting thread's scalar cache. */
+static void release_scalar_cache(void) {
+  for (int i = 0; i < scalar_cache_cap; i++) lazy_node_release(scalar_cache[i].node);
+  core_free(scalar_cache);
+  scalar_cache = NULL;
+  scalar_cache_cap = scalar_cache_next = 0;
+}
 
 /* A slot for a new entry (its old node released), or -1 on OOM. */
 static int scalar_slot(void) {
@@ -156,6 +168,7 @@ static int scalar_slot(void) {
   if (!c) return -1;
   memset(c + scalar_cache_cap, 0, (size_t)(cap - scalar_cache_cap) * sizeof *c);
   int i = scalar_cache_cap;
+  core_thread_arm();
   scalar_cache = c;
   scalar_cache_cap = cap;
   scalar_cache_next = (i + 1) % cap;
@@ -222,6 +235,7 @@ __attribute__((constructor)) static void lazy_ctor(void) {
   op_lazy_hook = lazy_record;
   op_lazy_copy_hook = lazy_copy;
   op_lazy_write_hook = lazy_write;
+  core_thread_on_exit(release_scalar_cache);
 }
 
 kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m) {
@@ -461,7 +475,7 @@ static kiln_status lazy_copy(kiln_tensor *dst, const kiln_tensor *src) {
 
 /* ---- traversal -------------------------------------------------------------------- */
 
-static uint64_t visit_epoch = 1;
+static _Thread_local uint64_t visit_epoch = 1;
 
 lazy_node **lazy_post_order(lazy_node *const *roots, int n_roots, int *n_out) {
   int cap = 64, n = 0, sp = 0, scap = 64;

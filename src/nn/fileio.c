@@ -27,7 +27,7 @@ struct nn_writer {
   int err;          /* first errno, 0 if none */
 };
 
-static long write_fail_at;  /* test hook: nn_write_fail_at */
+static _Atomic long write_fail_at;  /* test hook: nn_write_fail_at (atomic: Note [Threads]) */
 
 void nn_write_fail_at(long n) { write_fail_at = n; }
 

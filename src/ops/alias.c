@@ -9,6 +9,7 @@
  * return annotated with the same letter (`-> Tensor(a)`, `Tensor(a!)`,
  * `Tensor(a)[]`) may share memory with that argument (a view, or self
  * returned by an in-place op); an unannotated return is fresh memory. */
+#include <pthread.h>
 #include <string.h>
 
 #include "op.h"
@@ -22,7 +23,7 @@ typedef struct alias_info {
 } alias_info;
 
 static alias_info info_of[OP_INDEX_COUNT];
-static _Atomic bool parsed;
+static pthread_once_t parsed = PTHREAD_ONCE_INIT; /* Note [Threads] in kiln.h */
 
 /* The alias letter of one argument or return ("Tensor(a!) self" -> 'a',
  * *write true), or 0 when it has none. */
@@ -95,11 +96,10 @@ static void parse_op(int op, alias_info *a) {
 
 static void parse_all(void) {
   for (int op = 0; op < OP_INDEX_COUNT; op++) parse_op(op, &info_of[op]);
-  parsed = true;
 }
 
 unsigned op_written_args(int op) {
-  if (!parsed) parse_all();
+  pthread_once(&parsed, parse_all);
   return op >= 0 && op < OP_INDEX_COUNT ? info_of[op].writes : 0;
 }
 
@@ -108,7 +108,7 @@ bool op_writes_arg(int op, int i) {
 }
 
 int op_output_alias(int op, int out) {
-  if (!parsed) parse_all();
+  pthread_once(&parsed, parse_all);
   if (op < 0 || op >= OP_INDEX_COUNT || out < 0 || out >= ALIAS_MAX_RETS) return -1;
   return info_of[op].out_alias[out];
 }

@@ -28,7 +28,7 @@ int op_bernoulli_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   kiln_tensor *out = o[0];
   int64_t numel = kiln_tensor_numel(out);
   double p = op_val_num(&a[1]);
-  kiln_generator *gen = kiln_default_generator();
+  kiln_generator *gen = core_op_generator();
   if (out->dtype == KILN_DTYPE_F32) {
     float *x = core_data(out);
     for (int64_t i = 0; i < numel; i++) x[i] = core_rand_double(gen) < p ? 1.0f : 0.0f;

@@ -4,11 +4,12 @@
  * Note [Dropout generator]: the ops draw from the default generator, one
  * uniform double per element in C order: an element is kept when
  * u < 1 - p (PyTorch's bernoulli_(1 - p)). kiln_dropout's gen argument is
- * honoured by swapping gen's state into the default generator for the call
- * and back afterwards, so gen advances exactly as the default one would
- * have. That swap is not thread-safe (nor is the default generator), and
- * lazy tensors record the op and draw from the default generator when the
- * graph runs, ignoring gen. */
+ * honoured by lending gen to the calling thread's ops for the call
+ * (core_set_op_generator), so gen advances exactly as the default one
+ * would have, and other threads' draws from the default generator are
+ * untouched (Note [Threads] in include/kiln.h). Lazy tensors record the
+ * op and draw from the default generator when the graph runs, ignoring
+ * gen. */
 #include <math.h>
 #include <string.h>
 
@@ -60,7 +61,7 @@ int op_native_dropout_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     memset(mask, 1, (size_t)numel);
     return 0;
   }
-  kiln_generator *gen = kiln_default_generator();
+  kiln_generator *gen = core_op_generator();
   double keep = 1.0 - p, scale = keep == 0 ? 0.0 : 1.0 / keep;
   for (int64_t i = 0; i < numel; i++) mask[i] = core_rand_double(gen) < keep;
   if (out->dtype == KILN_DTYPE_F32) {
@@ -121,14 +122,10 @@ int op_dropout_decompose(const op_val *a, int n, kiln_tensor **outs, int max_out
 
 /* gen NULL: the default generator; otherwise gen (Note [Dropout generator]). */
 kiln_tensor *kiln_dropout(kiln_tensor *x, double p, bool train, kiln_generator *gen) {
-  kiln_generator *def = kiln_default_generator();
-  uint64_t saved[4];
-  if (!gen || gen == def || !train)
+  if (!gen || gen == kiln_default_generator() || !train)
     return op_call1(KILN_OP_DROPOUT, (op_val[]){OPV_T(x), OPV_F(p), OPV_B(train)}, 3);
-  kiln_generator_get_state(def, saved);
-  kiln_generator_set_state(def, gen->s);
+  kiln_generator *prev = core_set_op_generator(gen);
   kiln_tensor *r = op_call1(KILN_OP_DROPOUT, (op_val[]){OPV_T(x), OPV_F(p), OPV_B(train)}, 3);
-  kiln_generator_get_state(def, gen->s);
-  kiln_generator_set_state(def, saved);
+  core_set_op_generator(prev);
   return r;
 }

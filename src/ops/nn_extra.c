@@ -196,7 +196,7 @@ int op_prelu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::layer_norm";
   kiln_tensor *x;
-  char d[64], s[64];
+  char d[64], s[64], xd[128]; /* one buffer per argument: their order is unspecified */
   int rc = float_input(fn, &a[0], &x);
   if (rc < 0) return rc;
   if (a[1].tag != OP_VAL_INTS && a[1].tag != OP_VAL_INT)
@@ -209,7 +209,7 @@ int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
     return core_error(KILN_ERR_INVALID, "%s: Given normalized_shape=%s, expected input with shape "
                       "[*, %s], but got input of size %s", fn,
                       core_shape_str(k, ns, d, sizeof d), core_shape_str(k, ns, s, sizeof s) + 1,
-                      core_tensor_desc(x, d, sizeof d));
+                      core_tensor_desc(x, xd, sizeof xd));
   for (int w = 2; w <= 3; w++)
     if (a[w].tag == OP_VAL_TENSOR &&
         (a[w].t->ndim != k || memcmp(a[w].t->shape, ns, (size_t)k * sizeof *ns)))
@@ -237,7 +237,7 @@ int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
 int op_group_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::group_norm";
   kiln_tensor *x;
-  char d[64];
+  char d[64], xd[128]; /* one buffer per argument: their order is unspecified */
   int rc = float_input(fn, &a[0], &x);
   if (rc < 0) return rc;
   int64_t G;
@@ -255,7 +255,7 @@ int op_group_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
       return core_error(KILN_ERR_INVALID, "%s: Expected %s to be a vector of size equal to the "
                         "number of channels in input, but got %s of shape %s and input of shape %s",
                         fn, w == 2 ? "weight" : "bias", w == 2 ? "weight" : "bias",
-                        core_tensor_desc(a[w].t, d, sizeof d), core_tensor_desc(x, d, sizeof d));
+                        core_tensor_desc(a[w].t, d, sizeof d), core_tensor_desc(x, xd, sizeof xd));
   double eps = a[4].tag == OP_VAL_NONE ? 1e-5 : op_val_num(&a[4]);
   int64_t gshape[3] = {N, G, -1}, dim2 = 2;
   if (N == 0 || core_numel(x->ndim, x->shape) == 0) return op_out1(kiln_mul_scalar(x, 1.0), outs);

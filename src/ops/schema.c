@@ -3,6 +3,7 @@
  * layers can ask "is argument i a Scalar?" (lazy: Scalars become device
  * data) or "what is its default?" (the IR parser) without keeping their
  * own lists. */
+#include <pthread.h>
 #include <string.h>
 
 #include "op.h"
@@ -18,7 +19,7 @@ typedef struct arg_info {
 
 static arg_info args_of[OP_INDEX_COUNT][SCHEMA_MAX_ARGS];
 static int n_args_of[OP_INDEX_COUNT];
-static bool parsed;
+static pthread_once_t parsed = PTHREAD_ONCE_INIT; /* Note [Threads] in kiln.h */
 
 static void copy_trim(char *dst, size_t cap, const char *s, size_t n) {
   while (n && (*s == ' ')) s++, n--;
@@ -74,16 +75,15 @@ static void parse_all(void) {
     }
     n_args_of[op] = n;
   }
-  parsed = true;
 }
 
 const char *op_arg_type(int op, int i) {
-  if (!parsed) parse_all();
+  pthread_once(&parsed, parse_all);
   return i >= 0 && i < n_args_of[op] ? args_of[op][i].type : "";
 }
 
 const char *op_arg_name(int op, int i) {
-  if (!parsed) parse_all();
+  pthread_once(&parsed, parse_all);
   return i >= 0 && i < n_args_of[op] ? args_of[op][i].name : "";
 }
 

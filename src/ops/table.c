@@ -7,6 +7,8 @@
  * (op_table_complete in tests/ops/test_gradcheck.c) fails for every function
  * an op should have and lacks. Weak references do not pull members out of
  * an archive, so libkiln.a holds one relocatable object (Makefile). */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "op.h"
@@ -126,13 +128,21 @@ static void derive_inplace_schema(const char *s, char *out, size_t cap) {
 }
 
 const char *op_schema_text(int op) {
+  /* derived once, under a lock (Note [Threads] in include/kiln.h) */
   static char derived[KILN_OP_COUNT][320];
+  static atomic_bool ready[KILN_OP_COUNT];
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   if (op < 0 || op >= OP_INDEX_COUNT) return NULL;
   if (!op_is_inplace(op)) return op_table[op].schema;
   if (!op_table[op].name) return NULL;
-  char *d = derived[op_functional(op)];
-  if (!d[0]) derive_inplace_schema(op_table[op].schema, d, sizeof derived[0]);
-  return d;
+  int f = op_functional(op);
+  if (!atomic_load(&ready[f])) {
+    pthread_mutex_lock(&lock);
+    if (!derived[f][0]) derive_inplace_schema(op_table[op].schema, derived[f], sizeof derived[0]);
+    atomic_store(&ready[f], true);
+    pthread_mutex_unlock(&lock);
+  }
+  return derived[f];
 }
 
 const op_tile_src *op_tile_text(int op, kiln_dtype dt) {

@@ -10,7 +10,7 @@
 #include "test.h"
 
 TEST(install_shared_static_pkg_config) {
-#if defined(__SANITIZE_ADDRESS__) || defined(KILN_FUZZ)
+#if defined(__SANITIZE_ADDRESS__) || defined(KILN_FUZZ) || defined(KILN_TSAN)
   test_note("skipped: sanitizer build");
 #else
   const char *bin = getenv("KILN_BIN");

@@ -11,7 +11,7 @@
 #include "test.h"
 
 TEST(python_package_pytest) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(KILN_TSAN)
   test_note("skipped: sanitizer build");
 #else
   if (access("python/tests", R_OK) != 0 || access("build/libkiln.so.0", R_OK) != 0) {
