@@ -203,6 +203,8 @@ bench-compare: $(BUILD)/bench_kiln
 # crash leaves its input in build-fuzz/ and fails the target.
 FUZZ_TARGETS := ir run npy safetensors idx checkpoint cli lazy exec
 FUZZ_TIME ?= 60
+# FUZZ_OOM=1: each input also runs with an allocation failing (fuzz/fuzz_oom.h)
+FUZZ_OOM ?= 0
 FUZZ_SEEDS_ir := tests/data/ir
 FUZZ_SEEDS_run := tests/data/ir fuzz/seeds/run
 FUZZ_SEEDS_npy := fuzz/seeds/npy tests/data/npy
@@ -226,7 +228,7 @@ fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 	@for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/corpus/$$t && \
 	  echo "fuzz: $$t for $(FUZZ_TIME) s" && \
-	  ./$(BUILD)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 \
+	  KILN_FUZZ_OOM=$(FUZZ_OOM) ./$(BUILD)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 \
 	    -artifact_prefix=$(BUILD)/$$t- -print_final_stats=1 \
 	    $(BUILD)/corpus/$$t $$(case $$t in ir) echo $(FUZZ_SEEDS_ir);; run) echo $(FUZZ_SEEDS_run);; npy) echo $(FUZZ_SEEDS_npy);; \
 	      safetensors) echo $(FUZZ_SEEDS_safetensors);; idx) echo $(FUZZ_SEEDS_idx);; \

@@ -6,7 +6,7 @@
  * succeed or fail with a message, never crash or trip a sanitizer.
  * Single allocations above 64 MiB fail (a header may declare a terabyte
  * tensor; that must be an error). Seeds: fuzz/gen_checkpoint_seeds.c.
- * Run with `make fuzz`. */
+ * Run with `make fuzz` (FUZZ_OOM=1: fuzz_oom.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +15,7 @@
 
 #include "core/core.h"
 #include "kiln.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_oom.h"
 
 static char path[64];
 static int fd = -1;
@@ -41,19 +40,21 @@ static void setup(void) {
   kiln_generator_free(g);
 }
 
-static void check(kiln_status rc) {
+static int check(kiln_status rc) {
   if (rc < 0 && !kiln_last_error()[0]) abort(); /* a failure must say why */
+  return rc;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static int fuzz_one(const uint8_t *data, size_t size) {
   if (fd < 0) setup();
   if (ftruncate(fd, 0) != 0 || pwrite(fd, data, size, 0) != (ssize_t)size) abort();
   core_alloc_limit((size_t)64 << 20);
   kiln_checkpoint_info info;
-  check(kiln_checkpoint_read_info(path, &info));
+  int rc = check(kiln_checkpoint_read_info(path, &info));
   bool with_opt = size % 2 == 0; /* both branches of the optimizer checks */
-  check(kiln_checkpoint_load(path, small, with_opt ? small_opt : NULL, &info));
-  check(kiln_checkpoint_load(path, mlp, with_opt ? mlp_opt : NULL, with_opt ? &info : NULL));
+  if (check(kiln_checkpoint_load(path, small, with_opt ? small_opt : NULL, &info)) < 0) rc = -1;
+  if (check(kiln_checkpoint_load(path, mlp, with_opt ? mlp_opt : NULL, with_opt ? &info : NULL)) < 0)
+    rc = -1;
   core_alloc_limit(0);
-  return 0;
+  return rc < 0 ? -1 : 0;
 }

@@ -11,7 +11,7 @@
  * of more than 3 digits (--runs 10^6 is a slow program, not a bug).
  * stdout and stderr go to /dev/null (libFuzzer and the sanitizers keep
  * their own descriptor 2). Single allocations above 64 MiB fail. Run with
- * `make fuzz`. */
+ * `make fuzz` (FUZZ_OOM=1: fuzz_oom.h). */
 #include <fcntl.h>
 #include <ftw.h>
 #include <stdint.h>
@@ -22,6 +22,7 @@
 
 #include "core/core.h"
 #include "kiln.h"
+#include "fuzz_oom.h"
 
 int kiln_tool_main(int argc, char **argv);
 #define main kiln_tool_main
@@ -30,7 +31,6 @@ int kiln_tool_main(int argc, char **argv);
 #include "../tools/cli.c"
 #include "../tools/train.c"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* bench is not linked into this target (its help is the only way here) */
 int kiln_bench_main(int argc, char **argv) { return 0; }
@@ -94,7 +94,7 @@ static bool skipped(const char *a) {
   return false;
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static int fuzz_one(const uint8_t *data, size_t size) {
   if (!dir[0]) setup();
   if (size > 1024) return 0;
   char *buf = malloc(size + 1), *argv[MAX_ARGS + 2];

@@ -5,7 +5,8 @@
  * an error with a message, never a crash, a sanitizer report or a hang.
  * Graphs with loops are skipped (a loop of 10^18 steps is a slow program,
  * not a bug) and single allocations above 64 MiB fail (a graph may ask for
- * a terabyte tensor; that must be an error). Run with `make fuzz`. */
+ * a terabyte tensor; that must be an error). Run with `make fuzz` (FUZZ_OOM=1:
+ * fuzz_oom.h). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,12 +14,11 @@
 #include "core/core.h"
 #include "ir/ir.h"
 #include "kiln.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "fuzz_oom.h"
 
 #define MAX_IN 16
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+static int fuzz_one(const uint8_t *data, size_t size) {
   if (memmem(data, size, "prim::Loop", 10)) return 0;
   core_alloc_limit((size_t)64 << 20);
   kiln_graph *g = kiln_graph_parse((const char *)data, size);

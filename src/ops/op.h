@@ -39,7 +39,15 @@ typedef struct op_val {
 } op_val;
 
 #define OPV_NONE ((op_val){.tag = OP_VAL_NONE})
-#define OPV_T(x) ((op_val){.tag = (x) ? OP_VAL_TENSOR : OP_VAL_NONE, .t = (x)})
+/* A tensor argument, None for NULL. A function, not a macro naming x
+ * twice: OPV_T(kiln_exp(a)) ran the op twice, and when the second call
+ * ran out of memory made a TENSOR argument holding NULL. */
+static inline op_val op_val_tensor(kiln_tensor *x) {
+  op_val v = {.tag = x ? OP_VAL_TENSOR : OP_VAL_NONE};
+  v.t = x;
+  return v;
+}
+#define OPV_T(x) op_val_tensor(x)
 #define OPV_I(x) ((op_val){.tag = OP_VAL_INT, .i = (x)})
 #define OPV_F(x) ((op_val){.tag = OP_VAL_FLOAT, .f = (x)})
 #define OPV_B(x) ((op_val){.tag = OP_VAL_BOOL, .b = (x)})

@@ -187,3 +187,28 @@ TEST(oom_sweep_lazy_training_step) {
   CHECK(n_kept > 0 && n_lost > 0); /* both outcomes of Note [Retry] were seen */
   kiln_lazy_set_cache_size(1024);
 }
+
+/* Note [Retry], the first outcome by hand: mark_step fails at its first
+ * allocation (before the run); nothing is lost, so a second mark_step
+ * applies p -= 0.5 exactly once: p = [0, 1, 2, 3] - 0.5. */
+TEST(lazy_mark_step_retry_after_out_of_memory_applies_the_step_once) {
+  kiln_scope_begin();
+  int64_t n = 4;
+  kiln_tensor *p = kiln_to_lazy(kiln_arange(0, 4, 1, KILN_DTYPE_F32));
+  kiln_tensor *g = kiln_to_lazy(kiln_full(1, &n, 1.0, KILN_DTYPE_F32));
+  CHECK(p && g && kiln_mark_step() == KILN_OK);
+  kiln_scope_begin();
+  CHECK(kiln_add_(p, g, -0.5) == KILN_OK);
+  kiln_scope_end();
+  core_alloc_fail_at(1);
+  int rc = kiln_mark_step();
+  core_alloc_fail_at(0);
+  CHECK(rc == KILN_ERR_NOMEM);
+  CHECK_STR_CONTAINS(kiln_last_error(), "out of memory");
+  CHECK(!strstr(kiln_last_error(), "lost"));
+  CHECK(kiln_mark_step() == KILN_OK);
+  CHECK(kiln_mark_step() == KILN_OK); /* nothing pending: nothing applied again */
+  kiln_tensor *c = kiln_to_cpu(p);
+  for (int i = 0; c && i < 4; i++) CHECK_NEAR(core_get_flat(c, i), i - 0.5, 0);
+  kiln_scope_end();
+}

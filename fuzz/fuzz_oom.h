@@ -1,0 +1,56 @@
+/* fuzz/fuzz_oom.h: allocation failure combined with fuzzing (issue #20).
+ * A target defines
+ *   static int fuzz_one(const uint8_t *data, size_t size);
+ * (< 0 when the entry point it calls failed) and includes this header,
+ * which defines LLVMFuzzerTestOneInput. With KILN_FUZZ_OOM=1 in the
+ * environment (`make fuzz FUZZ_OOM=1`) each input runs twice: as usual,
+ * counting its allocations (M), then with allocation N failing, N = 1 +
+ * (the FNV-1a hash of the input) mod M. The same input always fails at the
+ * same N, so a crash reproduces from its file (with KILN_FUZZ_OOM=1);
+ * inputs differ, so do their N. During the second run fuzz_oom is true:
+ * a target's checks of values (round trips, lazy equal to eager) are off,
+ * its checks that a failure says why stay on, and so does ASan's watch
+ * for crashes, use after free and leaks; a run that fails must leave a
+ * message (abort() otherwise). */
+#ifndef KILN_FUZZ_OOM_H
+#define KILN_FUZZ_OOM_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "core/core.h"
+#include "kiln.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool fuzz_oom; /* the failing run is under way */
+
+static int fuzz_one(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  static int mode = -1;
+  if (mode < 0) {
+    const char *e = getenv("KILN_FUZZ_OOM");
+    mode = e && *e && *e != '0';
+  }
+  if (!mode) {
+    fuzz_one(data, size);
+    return 0;
+  }
+  core_alloc_fail_at(0);
+  fuzz_one(data, size);
+  long m = core_alloc_fail_at(0);
+  if (m <= 0) return 0;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 0x100000001b3ull;
+  kiln_clear_error();
+  core_alloc_fail_at(1 + (long)(h % (uint64_t)m));
+  fuzz_oom = true;
+  int rc = fuzz_one(data, size);
+  fuzz_oom = false;
+  core_alloc_fail_at(0);
+  if (rc < 0 && !kiln_last_error()[0]) abort(); /* a failure says why */
+  return 0;
+}
+
+#endif

@@ -1,0 +1,55 @@
+/* tests/ops/test_decompose_oom.c: decompositions under allocation failure
+ * (issue #20, found by `make fuzz FUZZ_OOM=1` on aten::log_sigmoid). OPV_T
+ * was a macro naming its argument twice, so OPV_T(kiln_exp(a)) ran exp
+ * twice, and when the second run failed made a TENSOR argument holding
+ * NULL (a NULL dereference in dispatch). At every allocation of each op
+ * below, the call returns the value of a call that never failed, or NULL
+ * with an out-of-memory error. */
+#include <math.h>
+
+#include "core/core.h"
+#include "ops/op.h"
+#include "test.h"
+
+static int sweep(int op, int n_args) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_from_data((float[]){-3.5f, -0.25f, 0.0f, 0.75f, 4.0f, 30.0f}, 1,
+                                  (int64_t[]){6}, KILN_DTYPE_F32);
+  /* self, then each Scalar at 1 (softplus's threshold 20) */
+  op_val args[4] = {OPV_T(x), OPV_F(1.0), OPV_F(op == KILN_OP_SOFTPLUS ? 20.0 : 1.0), OPV_F(1.0)};
+  kiln_tensor *want = op_call1(op, args, n_args);
+  CHECK(want != NULL);
+  int hit = 0;
+  for (long k = 1; want && k < 10000; k++) {
+    kiln_scope_begin();
+    kiln_clear_error();
+    core_alloc_fail_at(k);
+    kiln_tensor *got = op_call1(op, args, n_args);
+    long made = core_alloc_fail_at(0);
+    if (got) {
+      for (int i = 0; i < 6; i++)
+        CHECK_MSG(core_get_flat(got, i) == core_get_flat(want, i), "%s at %ld: [%d] %g vs %g",
+                  op_table[op].name, k, i, core_get_flat(got, i), core_get_flat(want, i));
+    } else {
+      CHECK_MSG(made >= k && strstr(kiln_last_error(), "out of memory"), "%s at %ld: %s",
+                op_table[op].name, k, kiln_last_error());
+    }
+    kiln_scope_end();
+    if (made < k) break;
+    hit++;
+  }
+  kiln_scope_end();
+  return hit;
+}
+
+TEST(decompositions_fail_cleanly_at_every_allocation) {
+  static const int ops[] = {KILN_OP_LOG_SIGMOID, KILN_OP_SOFTPLUS, KILN_OP_MISH, KILN_OP_ELU,
+                            KILN_OP_CELU, KILN_OP_SELU}, n_args[] = {1, 3, 1, 4, 2, 1};
+  int total = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    int h = sweep(ops[i], n_args[i]);
+    CHECK_MSG(h >= 3, "%s: %d failure points", op_table[ops[i]].name, h);
+    total += h;
+  }
+  test_note("%d failure points over 6 ops", total);
+}
