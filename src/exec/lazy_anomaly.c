@@ -83,8 +83,9 @@ int exec_lazy_anomaly(lazy_node *const *order, int n_order) {
     if (x->n_args > 32) break; /* not replayable: no diagnosis */
     bool ok = true;
     for (int k = 0; k < x->n_args && ok; k++) {
-      const lazy_value *v = &x->operands[x->arg_operand[k]];
-      switch (x->arg_kind[k]) {
+      int kind = x->arg_kind[k];
+      const lazy_value *v = kind == LAZY_ARG_CONST ? NULL : &x->operands[x->arg_operand[k]];
+      switch (kind) {
       case LAZY_ARG_TENSOR: args[k] = OPV_T(operand(vals, v)); ok = args[k].t != NULL; break;
       case LAZY_ARG_SCALAR: {
         kiln_tensor *s = operand(vals, v);

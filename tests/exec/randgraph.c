@@ -52,6 +52,7 @@ typedef struct rg_step {
 typedef struct rg_prog {
   kiln_tensor *val[RG_MAX_VALS]; /* eager values */
   bool input[RG_MAX_VALS], exact[RG_MAX_VALS], rg[RG_MAX_VALS];
+  int parent[RG_MAX_VALS]; /* a step's first tensor argument, or -1 */
   int n_vals;
   rg_step step[RG_MAX_VALS];
   int n_steps;
@@ -102,6 +103,7 @@ static int new_input(rg_prog *p, rg_rand *r, int nd, const int64_t *shape, kiln_
   int v = p->n_vals++;
   p->val[v] = t;
   p->input[v] = true;
+  p->parent[v] = -1;
   p->exact[v] = true;
   p->rg[v] = grad;
   return v;
@@ -135,11 +137,23 @@ static int pick_exact(rg_prog *p, rg_rand *r) {
   return -1;
 }
 
-/* Does v share storage with a graph input (so may not be written)? */
-static bool aliases_input(const rg_prog *p, int v) {
-  for (int i = 0; i < p->n_vals; i++)
-    if (p->input[i] && p->val[i]->storage == p->val[v]->storage) return true;
+static bool is_ancestor(const rg_prog *p, int w, int v) {
+  for (int k = p->parent[v]; k >= 0; k = p->parent[k])
+    if (k == w) return true;
   return false;
+}
+
+/* May v be written in place? Not if it shares storage with a graph input;
+ * nor with a value other than those it was made from (an earlier view of
+ * the same base: lazy tensors keep such views' old values, as Note [Lazy
+ * views] in src/lazy/views.c says). */
+static bool writable(const rg_prog *p, int v) {
+  if (p->input[v]) return false;
+  for (int i = 0; i < p->n_vals; i++) {
+    if (i == v || p->val[i] == p->val[v] || p->val[i]->storage != p->val[v]->storage) continue;
+    if (p->input[i] || !is_ancestor(p, i, v)) return false;
+  }
+  return true;
 }
 
 #define A_T(v) ((rg_arg){.k = 't', .i = (v)})
@@ -351,7 +365,7 @@ static bool make_step(rg_prog *p, rg_rand *r, rg_step *s, bool *exact) {
   }
   default: { /* in-place, on a value that is not (a view of) a graph input */
     static const char *const ip[] = {"add_", "mul_", "relu_", "neg_", "clamp_", "zero_", "sigmoid_"};
-    if (aliases_input(p, a)) return false;
+    if (!writable(p, a)) return false;
     int k = (int)rnd(r, 7);
     s->name = ip[k];
     s->n_args = 1;
@@ -672,6 +686,7 @@ int rg_run(rg_rand *r, int max_steps, char *msg, size_t n) {
     s->out = p->n_vals++;
     p->input[s->out] = false;
     p->rg[s->out] = false;
+    p->parent[s->out] = s->a[0].k == 't' ? (int)s->a[0].i : -1;
     p->val[s->out] = t;
     p->exact[s->out] = exact;
     p->n_steps++;
