@@ -152,6 +152,9 @@ static bool writable(const rg_prog *p, int v) {
   for (int i = 0; i < p->n_vals; i++) {
     if (i == v || p->val[i] == p->val[v] || p->val[i]->storage != p->val[v]->storage) continue;
     if (p->input[i] || !is_ancestor(p, i, v)) return false;
+    /* a view with history: eager rebases it with CopySlices (Note
+     * [CopySlices]); lazy recording refuses it (src/ops/inplace.c) */
+    if (kiln_requires_grad(p->val[v])) return false;
   }
   return true;
 }
