@@ -1,0 +1,38 @@
+/* tests/autograd/test_inplace_self_saved.c: an in-place op whose other
+ * operand is self (y.mul_(y)) saved self for its backward, and self then
+ * took the node as its grad_fn: node -> y -> node, a reference cycle that
+ * leaked both (found by fuzz/fuzz_exec.c under LeakSanitizer). The node
+ * now keeps a data alias of self, and the backward fails as PyTorch's
+ * does (self was modified after it was saved). */
+#include "test.h"
+
+#include "autograd/autograd.h"
+#include "core/core.h"
+#include "kiln.h"
+
+TEST(inplace_op_saving_self_makes_no_reference_cycle) {
+  kiln_scope_begin();
+  float xv[2] = {1, 2}, wv[4] = {1, 0, 0, 1};
+  int64_t xs[2] = {1, 2}, ws[2] = {2, 2};
+  kiln_tensor *x = kiln_from_data(xv, 2, xs, KILN_DTYPE_F32);
+  kiln_tensor *w = kiln_from_data(wv, 2, ws, KILN_DTYPE_F32);
+  kiln_set_requires_grad(x, true);
+  kiln_tensor *y = kiln_retain(kiln_matmul(x, w)); /* [1, 2], not a leaf */
+  CHECK_EQ_INT(y->refcount, 2); /* ours and the scope's */
+  CHECK(kiln_mul_(y, y) == 0);
+  float v[2] = {0};
+  kiln_tensor_copy_to(y, v, KILN_DTYPE_F32);
+  CHECK_NEAR(v[0], 1, 0);
+  CHECK_NEAR(v[1], 4, 0);
+  CHECK_STR_CONTAINS(kiln_grad_fn_name(y), "mul");
+  /* y: ours, the scope's, the scope's of the call's result; not the node's */
+  CHECK_EQ_INT(y->refcount, 3);
+  ag_node *n = y->ag ? y->ag->grad_fn : NULL;
+  CHECK(n != NULL);
+  for (int i = 0; n && i < n->n_saved; i++) CHECK_MSG(n->saved[i].t != y, "saved[%d] is y", i);
+  kiln_tensor *s = kiln_sum(y, NULL, 0, false);
+  CHECK(kiln_backward(s, NULL) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "modified by an inplace operation");
+  kiln_scope_end();
+  kiln_release(y);
+}
