@@ -235,6 +235,13 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
         ag_saved *s = &n->saved[n_saved++];
         s->t = save_data ? kiln_retain(t) : core_alias(t, false);
         if (!s->t) goto oom;
+        if (save_data && t->ag && t->ag->base) {
+          /* a saved view drops its base: the base's later history could
+           * hold this node, a reference cycle (the view then can no longer
+           * be written under autograd: Note [CopySlices]) */
+          kiln_release(t->ag->base);
+          t->ag->base = NULL;
+        }
         s->version = t->storage ? t->storage->version : 0;
         if (a->tag == OP_VAL_TENSOR) d->t = s->t;
         else list[k] = s->t;

@@ -178,6 +178,24 @@ TEST(inplace_grad_through_views_copy_slices) {
   kiln_scope_end();
 }
 
+/* v = h[1]; h.add_(v * v): the base's new history holds the node that
+ * saved its view, a reference cycle unless the saved view drops its base
+ * (make test SAN=1 would find the leak); the backward fails as PyTorch's
+ * (v was modified after mul saved it), and writing v is refused */
+TEST(inplace_base_written_with_its_saved_view) {
+  kiln_scope_begin();
+  int64_t s[2] = {3, 2};
+  kiln_tensor *x = randn(2, s, 16);
+  kiln_set_requires_grad(x, true);
+  kiln_tensor *h = kiln_mul_scalar(x, 2.0), *v = kiln_select(h, 0, 1);
+  CHECK(add_(h, kiln_mul(v, v)) == h);
+  CHECK(kiln_backward(total(h), NULL) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "modified by an inplace operation");
+  CHECK(relu_(v) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), "CopySlices");
+  kiln_scope_end();
+}
+
 TEST(inplace_on_view_under_autograd_is_a_clear_error) {
   kiln_scope_begin();
   int64_t s[2] = {2, 3};
