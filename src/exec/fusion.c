@@ -392,10 +392,22 @@ fail:
 static _Thread_local char *scratch_mem[2];
 static _Thread_local size_t scratch_cap[2];
 
+/* Note [Thread exit] (core/thread.c): the exiting thread's scratch (a
+ * program's own threads, not only OpenMP's, run fused groups). */
+static void release_scratch(void) {
+  for (int i = 0; i < 2; i++) {
+    core_free_aligned(scratch_mem[i]);
+    scratch_mem[i] = NULL;
+    scratch_cap[i] = 0;
+  }
+}
+__attribute__((constructor)) static void scratch_ctor(void) { core_thread_on_exit(release_scratch); }
+
 static char *scratch(int which, size_t n) {
   if (n > scratch_cap[which]) {
     char *p = core_alloc_aligned(n);
     if (!p) return NULL;
+    core_thread_arm();
     core_free_aligned(scratch_mem[which]);
     scratch_mem[which] = p;
     scratch_cap[which] = n;
