@@ -5,6 +5,7 @@
  * memory), never hang, crash, or report success. Needs $KILN_BIN. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +13,32 @@
 #include "../nn/nn_fixture.h"
 #include "kiln.h"
 #include "test.h"
+
+/* T(text): text with every "/tmp/kiln-cli" replaced by this process's own
+ * scratch directory ("/tmp/kiln-cli-PID/f"), so concurrent suites never
+ * share paths; made on first use. One of four rotating buffers. */
+static const char *T(const char *text) {
+  static char dir[64], buf[4][4096];
+  static int k;
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/kiln-cli-%ld", (long)getpid());
+    mkdir(dir, 0700);
+  }
+  k = (k + 1) % 4;
+  char *o = buf[k];
+  size_t n = 0;
+  const char *key = "/tmp/kiln-cli";
+  while (*text && n + 80 < sizeof buf[k]) {
+    if (strncmp(text, key, strlen(key)) == 0) {
+      n += (size_t)snprintf(o + n, sizeof buf[k] - n, "%s/f", dir);
+      text += strlen(key);
+    } else {
+      o[n++] = *text++;
+    }
+  }
+  o[n] = 0;
+  return o;
+}
 
 static const char *bin(void) {
   const char *b = getenv("KILN_BIN");
@@ -24,12 +51,13 @@ static const char *bin(void) {
 
 /* Runs `kiln args` (stderr to a file, read into err); its exit status. */
 static int kiln(const char *args, char *err, size_t cap) {
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, "timeout 60 %s %s >/tmp/kiln-cli.out 2>/tmp/kiln-cli.err", bin(),
-           args);
+  char cmd[4096], out[512], errf[512];
+  snprintf(out, sizeof out, "%s", T("/tmp/kiln-cli.out"));
+  snprintf(errf, sizeof errf, "%s", T("/tmp/kiln-cli.err"));
+  snprintf(cmd, sizeof cmd, "timeout 60 %s %s >%s 2>%s", bin(), T(args), out, errf);
   int st = system(cmd);
   err[0] = 0;
-  FILE *f = fopen("/tmp/kiln-cli.err", "r");
+  FILE *f = fopen(errf, "r");
   if (f) {
     size_t n = fread(err, 1, cap - 1, f);
     err[n] = 0;
@@ -54,10 +82,10 @@ static const char *add_one_ir = "graph(%x : Tensor):\n"
 TEST(kiln_run_requires_grad_index_beyond_int_is_an_error) {
   if (!bin()) return;
   char err[2048];
-  write_file("/tmp/kiln-cli.ir", add_one_ir);
+  write_file(T("/tmp/kiln-cli.ir"), add_one_ir);
   kiln_scope_begin();
   int64_t sh[1] = {4};
-  CHECK(kiln_npy_save("/tmp/kiln-cli-x.npy", kiln_ones(1, sh, KILN_DTYPE_F32)) == 0);
+  CHECK(kiln_npy_save(T("/tmp/kiln-cli-x.npy"), kiln_ones(1, sh, KILN_DTYPE_F32)) == 0);
   kiln_scope_end();
   int st = kiln("run /tmp/kiln-cli.ir /tmp/kiln-cli-x.npy --requires-grad 2147483648 --grad "
                 "--out /tmp/kiln-cli-o",
@@ -73,9 +101,9 @@ TEST(kiln_run_requires_grad_index_beyond_int_is_an_error) {
 TEST(kiln_run_fifo_input_is_refused_not_waited_on) {
   if (!bin()) return;
   char err[2048];
-  write_file("/tmp/kiln-cli.ir", add_one_ir);
-  unlink("/tmp/kiln-cli-fifo.npy");
-  CHECK(mkfifo("/tmp/kiln-cli-fifo.npy", 0600) == 0);
+  write_file(T("/tmp/kiln-cli.ir"), add_one_ir);
+  unlink(T("/tmp/kiln-cli-fifo.npy"));
+  CHECK(mkfifo(T("/tmp/kiln-cli-fifo.npy"), 0600) == 0);
   int st = kiln("run /tmp/kiln-cli.ir /tmp/kiln-cli-fifo.npy --out /tmp/kiln-cli-o", err,
                 sizeof err);
   CHECK_EQ_INT(st, 1);
@@ -84,22 +112,22 @@ TEST(kiln_run_fifo_input_is_refused_not_waited_on) {
   CHECK_EQ_INT(st, 1);
   CHECK_STR_CONTAINS(err, "not a regular file (it is a FIFO)");
   /* a directory of data whose image file is a FIFO */
-  CHECK(system("rm -rf /tmp/kiln-cli-d && mkdir /tmp/kiln-cli-d && "
-               "mkfifo /tmp/kiln-cli-d/train-images-idx3-ubyte.gz") == 0);
+  CHECK(system(T("rm -rf /tmp/kiln-cli-d && mkdir /tmp/kiln-cli-d && "
+                 "mkfifo /tmp/kiln-cli-d/train-images-idx3-ubyte.gz")) == 0);
   st = kiln("train --data /tmp/kiln-cli-d --steps 1", err, sizeof err);
   CHECK_EQ_INT(st, 1);
   CHECK_STR_CONTAINS(err, "not a regular file (it is a FIFO)");
-  unlink("/tmp/kiln-cli-fifo.npy");
-  CHECK(system("rm -rf /tmp/kiln-cli-d") == 0);
+  unlink(T("/tmp/kiln-cli-fifo.npy"));
+  CHECK(system(T("rm -rf /tmp/kiln-cli-d")) == 0);
 }
 
 TEST(kiln_run_many_runs_keep_only_the_last_outputs) {
   if (!bin()) return;
   char err[2048];
-  write_file("/tmp/kiln-cli.ir", add_one_ir);
+  write_file(T("/tmp/kiln-cli.ir"), add_one_ir);
   kiln_scope_begin();
   int64_t sh[1] = {1 << 20}; /* 4 MiB of float32 per output */
-  CHECK(kiln_npy_save("/tmp/kiln-cli-big.npy", kiln_ones(1, sh, KILN_DTYPE_F32)) == 0);
+  CHECK(kiln_npy_save(T("/tmp/kiln-cli-big.npy"), kiln_ones(1, sh, KILN_DTYPE_F32)) == 0);
   kiln_scope_end();
   /* 100 runs: every call's outputs kept would be 400 MiB */
   int st = kiln("run /tmp/kiln-cli.ir /tmp/kiln-cli-big.npy --runs 100 --out /tmp/kiln-cli-o",
@@ -113,13 +141,13 @@ TEST(kiln_run_many_runs_keep_only_the_last_outputs) {
            "/tmp/kiln-cli.ir "
            "/tmp/kiln-cli-big.npy --runs 100 --out /tmp/kiln-cli-o >/dev/null 2>&1",
            bin());
-  CHECK(system(cmd) == 0);
-  char *rss = test_read_file("/tmp/kiln-cli.rss", NULL);
+  CHECK(system(T(cmd)) == 0);
+  char *rss = test_read_file(T("/tmp/kiln-cli.rss"), NULL);
   long kib = rss ? atol(rss) : -1;
   free(rss);
   CHECK_MSG(kib > 0 && kib < 150 * 1024, "peak RSS %ld KiB", kib);
   kiln_scope_begin();
-  kiln_tensor *y = kiln_npy_load("/tmp/kiln-cli-o/out0.npy");
+  kiln_tensor *y = kiln_npy_load(T("/tmp/kiln-cli-o/out0.npy"));
   CHECK(y != NULL);
   if (y) {
     double v = 0;
@@ -127,7 +155,7 @@ TEST(kiln_run_many_runs_keep_only_the_last_outputs) {
     CHECK_NEAR(v, 2.0, 0);
   }
   kiln_scope_end();
-  CHECK(system("rm -rf /tmp/kiln-cli-o /tmp/kiln-cli-big.npy") == 0);
+  CHECK(system(T("rm -rf /tmp/kiln-cli-o /tmp/kiln-cli-big.npy")) == 0);
 }
 
 TEST(kiln_train_stops_at_the_first_nonfinite_loss) {
@@ -154,7 +182,7 @@ TEST(kiln_train_stops_at_the_first_nonfinite_loss) {
   snprintf(args, sizeof args, "train --data %s --epochs 1 --batch 32 --save %s/ck.st", dir,
            dir);
   CHECK_EQ_INT(kiln(args, err, sizeof err), 0);
-  char *out = test_read_file("/tmp/kiln-cli.out", NULL);
+  char *out = test_read_file(T("/tmp/kiln-cli.out"), NULL);
   CHECK_STR_CONTAINS(out, "saved ");
   free(out);
   nn_fixture_remove(dir);
