@@ -13,5 +13,8 @@ int exec_prim_len(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_list_slice(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_all_list(const exec_instr *x, exec_value *in, exec_value *out);
 int exec_prim_any_list(const exec_instr *x, exec_value *in, exec_value *out);
+/* src/exec/prim_math.c */
+int exec_prim_equal(const exec_instr *x, exec_value *in, exec_value *out);
+int exec_prim_allclose(const exec_instr *x, exec_value *in, exec_value *out);
 
 #endif

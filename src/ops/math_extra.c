@@ -2,7 +2,7 @@
  * public API (their derivatives come free): trapezoid rules, fftshift,
  * diag_embed/diagflat, meshgrid, cartesian_prod, block_diag, vecdot,
  * multi_dot, cross, vander, cov/corrcoef, renorm, combinations, and the
- * tril/triu_indices factories. Argument errors name the op, as PyTorch's. */
+ * tril/triu_indices factories, isin. Argument errors name the op, as PyTorch's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -507,4 +507,20 @@ int op_tril_indices_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
 }
 int op_triu_indices_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return tri_indices("aten::triu_indices", a, false, outs);
+}
+
+/* isin(elements, test_elements, assume_unique, invert): each element
+ * compared with every test element (any over the flattened tests) */
+int op_isin_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  const char *fn = "aten::isin";
+  kiln_tensor *e, *t;
+  int rc;
+  if ((rc = tensor(fn, &a[0], "elements", &e)) < 0 || (rc = tensor(fn, &a[1], "test_elements", &t)) < 0)
+    return rc;
+  bool inv = a[3].tag == OP_VAL_BOOL && a[3].b;
+  int64_t m = kiln_tensor_numel(t);
+  kiln_tensor *eq = kiln_eq(kiln_unsqueeze(e, e->ndim), kiln_reshape(t, 1, &m));
+  kiln_tensor *r = eq ? op_call1(KILN_OP_ANY_DIM, (op_val[]){OPV_T(eq), OPV_I(-1), OPV_B(false)}, 3) : NULL;
+  if (r && inv) r = op_call1(KILN_OP_LOGICAL_NOT, (op_val[]){OPV_T(r)}, 1);
+  return op_out1(r, outs);
 }

@@ -10,9 +10,15 @@
 
 #include "tile.h"
 
+/* n as an integer: truncated; NaN n gives a NaN result, and n beyond
+ * int64 becomes INT64_MIN (so the result is 0), what PyTorch's cast gives
+ * on x86, without the undefined conversion */
+static inline int64_t n_of(double b) {
+  return b >= -9.2e18 && b <= 9.2e18 ? (int64_t)b : INT64_MIN;
+}
 #define POLY(name, fn)                                                           \
-  TILE_BINARY_C(name##_f32, float, float, (float)fn((double)a, (int64_t)b))       \
-  TILE_BINARY_C(name##_f64, double, double, fn(a, (int64_t)b))                    \
+  TILE_BINARY_C(name##_f32, float, float, b != b ? NAN : (float)fn((double)a, n_of(b))) \
+  TILE_BINARY_C(name##_f64, double, double, b != b ? NAN : fn(a, n_of(b)))        \
   const op_tile_fn op_##name##_tiles[KILN_DTYPE_COUNT] = {name##_f32, name##_f64, NULL, NULL}; \
   const op_tile_src *const op_##name##_tile_srcs[KILN_DTYPE_COUNT] = {NULL, NULL, NULL, NULL};
 

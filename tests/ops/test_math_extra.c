@@ -63,6 +63,15 @@ TEST(math_extra_values) {
   kiln_tensor *cv = op_call1(KILN_OP_COV, (op_val[]){OPV_T(vec(3, y)), OPV_I(1), OPV_NONE, OPV_NONE}, 4);
   CHECK(cv && kiln_tensor_ndim(cv) == 0);
   CHECK_NEAR(core_get_flat(cv, 0), 7.0 / 3.0, 1e-15);
+  /* isin([1, 2, 4], [4, 1, 9]) = [1, 0, 1]; inverted [0, 1, 0] */
+  const double te[3] = {4, 1, 9};
+  kiln_tensor *in = op_call1(KILN_OP_ISIN, (op_val[]){OPV_T(vec(3, y)), OPV_T(vec(3, te)), OPV_B(false), OPV_B(false)}, 4);
+  kiln_tensor *ni = op_call1(KILN_OP_ISIN, (op_val[]){OPV_T(vec(3, y)), OPV_T(vec(3, te)), OPV_B(false), OPV_B(true)}, 4);
+  CHECK(in && ni && kiln_tensor_dtype(in) == KILN_DTYPE_BOOL);
+  for (int i = 0; i < 3; i++) {
+    CHECK_NEAR(core_get_flat(in, i), i != 1, 0);
+    CHECK_NEAR(core_get_flat(ni, i), i == 1, 0);
+  }
   kiln_scope_end();
 }
 
