@@ -22,14 +22,23 @@ static const char *bin(void) {
   return b;
 }
 
+/* /tmp/kiln-cli-<pid>.<ext>: per process, as parallel runs of the suite
+ * (other worktrees) overwrote a shared /tmp/kiln-cli.err. */
+static const char *cli_file(const char *ext) {
+  static char p[2][64];
+  char *q = p[ext[0] == 'e'];
+  snprintf(q, sizeof p[0], "/tmp/kiln-cli-%d.%s", (int)getpid(), ext);
+  return q;
+}
+
 /* Runs `kiln args` (stderr to a file, read into err); its exit status. */
 static int kiln(const char *args, char *err, size_t cap) {
   char cmd[4096];
-  snprintf(cmd, sizeof cmd, "timeout 60 %s %s >/tmp/kiln-cli.out 2>/tmp/kiln-cli.err", bin(),
-           args);
+  snprintf(cmd, sizeof cmd, "timeout 60 %s %s >%s 2>%s", bin(), args, cli_file("out"),
+           cli_file("err"));
   int st = system(cmd);
   err[0] = 0;
-  FILE *f = fopen("/tmp/kiln-cli.err", "r");
+  FILE *f = fopen(cli_file("err"), "r");
   if (f) {
     size_t n = fread(err, 1, cap - 1, f);
     err[n] = 0;
@@ -154,7 +163,7 @@ TEST(kiln_train_stops_at_the_first_nonfinite_loss) {
   snprintf(args, sizeof args, "train --data %s --epochs 1 --batch 32 --save %s/ck.st", dir,
            dir);
   CHECK_EQ_INT(kiln(args, err, sizeof err), 0);
-  char *out = test_read_file("/tmp/kiln-cli.out", NULL);
+  char *out = test_read_file(cli_file("out"), NULL);
   CHECK_STR_CONTAINS(out, "saved ");
   free(out);
   nn_fixture_remove(dir);
