@@ -18,10 +18,9 @@
  *   TorchScript's AliasDb special-cases the op instead). */
 #include "op.h"
 
-static kiln_tensor *opt_tensor(const op_val *v) { return v->tag == OP_VAL_TENSOR ? v->t : NULL; }
 
-/* t [C] viewed as [1, C, 1, ...] for an input of ndim dims */
-static kiln_tensor *per_channel(kiln_tensor *t, int ndim, int64_t c) {
+/* t [C] viewed as [1, C, 1, ...] for an input of ndim dims; declared in op.h */
+kiln_tensor *op_per_channel(kiln_tensor *t, int ndim, int64_t c) {
   int64_t shape[KILN_MAX_DIMS];
   for (int d = 0; d < ndim; d++) shape[d] = d == 1 ? c : 1;
   return kiln_reshape(t, ndim, shape);
@@ -47,8 +46,8 @@ int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                       op_val_desc(&a[0], d, sizeof d));
   if (a[5].tag != OP_VAL_BOOL || !op_val_is_num(&a[6]) || !op_val_is_num(&a[7]))
     return core_error(KILN_ERR_INVALID, "%s: expected (bool training, float momentum, float eps)", fn);
-  kiln_tensor *w = opt_tensor(&a[1]), *b = opt_tensor(&a[2]);
-  kiln_tensor *rm = opt_tensor(&a[3]), *rv = opt_tensor(&a[4]);
+  kiln_tensor *w = op_opt_tensor(&a[1]), *b = op_opt_tensor(&a[2]);
+  kiln_tensor *rm = op_opt_tensor(&a[3]), *rv = op_opt_tensor(&a[4]);
   bool training = a[5].b;
   double momentum = op_val_num(&a[6]), eps = op_val_num(&a[7]);
   int64_t c = x->shape[1];
@@ -82,13 +81,13 @@ int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                      momentum) < 0)
       return -1;
   } else {
-    mean = per_channel(rm, x->ndim, c);
-    var = per_channel(rv, x->ndim, c);
+    mean = op_per_channel(rm, x->ndim, c);
+    var = op_per_channel(rv, x->ndim, c);
     xc = kiln_sub(x, mean);
   }
   kiln_tensor *y = kiln_mul(xc, kiln_rsqrt(kiln_add_scalar(var, eps)));
-  if (w) y = kiln_mul(y, per_channel(w, x->ndim, c));
-  if (b) y = kiln_add(y, per_channel(b, x->ndim, c));
+  if (w) y = kiln_mul(y, op_per_channel(w, x->ndim, c));
+  if (b) y = kiln_add(y, op_per_channel(b, x->ndim, c));
   if (!y) return -1;
   if (max < 1) return core_error(KILN_ERR_INVALID, "%s: no room for the result", fn);
   outs[0] = y;

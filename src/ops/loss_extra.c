@@ -17,8 +17,8 @@ static int t2(const char *fn, const op_val *a, kiln_tensor **x, kiln_tensor **y)
   return 0;
 }
 
-/* reduction: 0 none, 1 mean, 2 sum (at::Reduction) */
-static kiln_tensor *reduce(const char *fn, kiln_tensor *l, const op_val *r) {
+/* reduction: 0 none, 1 mean, 2 sum (at::Reduction); declared in op.h */
+kiln_tensor *op_loss_reduce(const char *fn, kiln_tensor *l, const op_val *r) {
   int64_t k = r->tag == OP_VAL_INT ? r->i : 1;
   if (!l) return NULL;
   if (k == 0) return l;
@@ -31,7 +31,7 @@ static kiln_tensor *reduce(const char *fn, kiln_tensor *l, const op_val *r) {
 int op_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *x, *y;
   int rc = t2("aten::l1_loss", a, &x, &y);
-  return rc < 0 ? rc : op_out1(reduce("aten::l1_loss", kiln_abs(kiln_sub(x, y)), &a[2]), outs);
+  return rc < 0 ? rc : op_out1(op_loss_reduce("aten::l1_loss", kiln_abs(kiln_sub(x, y)), &a[2]), outs);
 }
 /* smooth_l1: |d| < beta ? d^2 / (2 beta) : |d| - beta / 2 (beta 0: l1) */
 int op_smooth_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -44,10 +44,10 @@ int op_smooth_l1_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int 
                                         "negative values for beta.");
   kiln_tensor *d = kiln_abs(kiln_sub(x, y));
   if (!d) return KILN_ERR_INVALID;
-  if (beta == 0) return op_out1(reduce("aten::smooth_l1_loss", d, &a[2]), outs);
+  if (beta == 0) return op_out1(op_loss_reduce("aten::smooth_l1_loss", d, &a[2]), outs);
   kiln_tensor *q = kiln_mul_scalar(kiln_mul(d, d), 0.5 / beta), *l = kiln_add_scalar(d, -0.5 * beta);
   kiln_tensor *c = op_call1(KILN_OP_LT, (op_val[]){OPV_T(d), OPV_F(beta)}, 2);
-  return op_out1(reduce("aten::smooth_l1_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
+  return op_out1(op_loss_reduce("aten::smooth_l1_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
 }
 /* huber: |d| < delta ? d^2 / 2 : delta (|d| - delta / 2) */
 int op_huber_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -63,7 +63,7 @@ int op_huber_loss_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   kiln_tensor *q = kiln_mul_scalar(kiln_mul(d, d), 0.5);
   kiln_tensor *l = kiln_mul_scalar(kiln_add_scalar(d, -0.5 * delta), delta);
   kiln_tensor *c = op_call1(KILN_OP_LT, (op_val[]){OPV_T(d), OPV_F(delta)}, 2);
-  return op_out1(reduce("aten::huber_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
+  return op_out1(op_loss_reduce("aten::huber_loss", c && q && l ? kiln_where(c, q, l) : NULL, &a[2]), outs);
 }
 /* bce with logits: (1 - t) x + (1 + (pw - 1) t) (log1p(e^-|x|) + max(-x, 0)), weighted */
 int op_bce_logits_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -78,7 +78,7 @@ int op_bce_logits_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                        : NULL;
   kiln_tensor *l = kiln_add(kiln_mul(kiln_add_scalar(kiln_neg(t), 1.0), x), w ? kiln_mul(w, sp) : sp);
   if (l && a[2].tag == OP_VAL_TENSOR) l = kiln_mul(l, a[2].t);
-  return op_out1(reduce(fn, l, &a[4]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[4]), outs);
 }
 /* bce: -w (t log(x) + (1 - t) log(1 - x)), logs clamped at -100 */
 int op_bce_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
@@ -90,7 +90,7 @@ int op_bce_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *l1x = kiln_clamp(op_call1(KILN_OP_LOG1P, (op_val[]){OPV_T(kiln_neg(x))}, 1), -100, NAN);
   kiln_tensor *l = kiln_neg(kiln_add(kiln_mul(t, lx), kiln_mul(kiln_add_scalar(kiln_neg(t), 1.0), l1x)));
   if (l && a[2].tag == OP_VAL_TENSOR) l = kiln_mul(l, a[2].t);
-  return op_out1(reduce(fn, l, &a[3]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[3]), outs);
 }
 /* kl_div(input, target, reduction, log_target): target (log target - input),
  * xlogy form so zero targets give 0; reduction mean is over all elements */
@@ -102,7 +102,7 @@ int op_kl_div_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *l = log_t ? kiln_mul(kiln_exp(t), kiln_sub(t, x))
                          : kiln_sub(op_call1(KILN_OP_XLOGY, (op_val[]){OPV_T(t), OPV_T(t)}, 2),
                                     kiln_mul(t, x));
-  return op_out1(reduce("aten::kl_div", l, &a[2]), outs);
+  return op_out1(op_loss_reduce("aten::kl_div", l, &a[2]), outs);
 }
 
 /* ---- norms and distances -------------------------------------------------------------- */

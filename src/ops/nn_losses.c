@@ -8,17 +8,6 @@
 
 #include "op.h"
 
-/* reduction: 0 none, 1 mean, 2 sum (at::Reduction) */
-static kiln_tensor *reduce(const char *fn, kiln_tensor *l, const op_val *r) {
-  int64_t k = r->tag == OP_VAL_INT ? r->i : 1;
-  if (!l) return NULL;
-  if (k == 0) return l;
-  if (k == 1) return kiln_mean(l, NULL, 0, false);
-  if (k == 2) return kiln_sum(l, NULL, 0, false);
-  core_error(KILN_ERR_INVALID, "%s: %lld is not a valid value for reduction", fn, (long long)k);
-  return NULL;
-}
-
 static int tensors(const char *fn, const op_val *a, int n, const char *const *names,
                    kiln_tensor **t) {
   for (int i = 0; i < n; i++) {
@@ -50,7 +39,7 @@ int op_margin_ranking_loss_decompose(const op_val *a, int n, kiln_tensor **outs,
   int rc = tensors(fn, a, 3, names, t);
   if (rc < 0 || (rc = to_float(t, 3)) < 0) return rc;
   kiln_tensor *l = kiln_add_scalar(kiln_neg(kiln_mul(t[2], kiln_sub(t[0], t[1]))), num(&a[3], 0));
-  return op_out1(reduce(fn, relu_(l), &a[4]), outs);
+  return op_out1(op_loss_reduce(fn, relu_(l), &a[4]), outs);
 }
 
 /* target == 1: self; target == -1: max(0, margin - self); summed where both */
@@ -66,7 +55,7 @@ int op_hinge_embedding_loss_decompose(const op_val *a, int n, kiln_tensor **outs
   kiln_tensor *nem1 = op_call1(KILN_OP_NE, (op_val[]){OPV_T(y), OPV_F(-1)}, 2);
   if (!mc || !ne1 || !nem1 || !zero) return op_failed_status();
   kiln_tensor *l = kiln_add(kiln_where(ne1, mc, zero), kiln_where(nem1, x, zero));
-  return op_out1(reduce(fn, l, &a[3]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[3]), outs);
 }
 
 /* cos = x1.x2 / sqrt((|x1|^2 + 1e-12)(|x2|^2 + 1e-12)) over the last dim;
@@ -98,7 +87,7 @@ int op_cosine_embedding_loss_decompose(const op_val *a, int n, kiln_tensor **out
   kiln_tensor *ism1 = op_call1(KILN_OP_EQ, (op_val[]){OPV_T(y), OPV_F(-1)}, 2);
   if (!pos || !neg || !is1 || !ism1 || !zero) return op_failed_status();
   kiln_tensor *l = kiln_add(kiln_where(is1, pos, zero), kiln_where(ism1, neg, zero));
-  return op_out1(reduce(fn, l, &a[4]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[4]), outs);
 }
 
 /* per sample: sum_{j != y} max(0, margin - x[y] + x[j])^p w[y] / C */
@@ -135,7 +124,7 @@ int op_multi_margin_loss_decompose(const op_val *a, int n, kiln_tensor **outs, i
   kiln_tensor *l = kiln_div_scalar(kiln_sum(kiln_where(isy, fscalar(0, z), z), &one, 1, false),
                                    (double)C);
   if (l && !batched) l = kiln_reshape(l, y->ndim, y->shape);
-  return op_out1(reduce(fn, l, &a[5]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[5]), outs);
 }
 
 /* per sample: the targets are y[0..k) before the first -1;
@@ -179,7 +168,7 @@ int op_multilabel_margin_loss_decompose(const op_val *a, int n, kiln_tensor **ou
   kiln_tensor *l = kiln_div_scalar(kiln_sum(kiln_mul(z, kiln_to_dtype(mask, z->dtype)), dims, 2,
                                             false), (double)(C ? C : 1));
   if (l && !batched) l = kiln_reshape(l, 0, NULL);
-  return op_out1(reduce(fn, l, &a[2]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[2]), outs);
 }
 
 /* max(0, margin + d(a, p) - d(a, n)) with d the pairwise p-distance (swap:
@@ -206,7 +195,7 @@ int op_triplet_margin_loss_decompose(const op_val *a, int n, kiln_tensor **outs,
   if (dn && swap) dn = kiln_minimum(dn, PD(t[1], t[2]));
 #undef PD
   if (!dp || !dn) return op_failed_status();
-  return op_out1(reduce(fn, relu_(kiln_add_scalar(kiln_sub(dp, dn), margin)), &a[7]), outs);
+  return op_out1(op_loss_reduce(fn, relu_(kiln_add_scalar(kiln_sub(dp, dn), margin)), &a[7]), outs);
 }
 
 /* log_input: e^x - y x; else x - y log(x + eps); full adds Stirling's
@@ -227,5 +216,5 @@ int op_poisson_nll_loss_decompose(const op_val *a, int n, kiln_tensor **outs, in
     kiln_tensor *gt1 = op_call1(KILN_OP_GT, (op_val[]){OPV_T(y), OPV_F(1)}, 2);
     l = st && gt1 ? kiln_add(l, kiln_where(gt1, st, fscalar(0, st))) : NULL;
   }
-  return op_out1(reduce(fn, l, &a[5]), outs);
+  return op_out1(op_loss_reduce(fn, l, &a[5]), outs);
 }

@@ -12,14 +12,6 @@
 
 #include "op.h"
 
-static kiln_tensor *opt_tensor(const op_val *v) { return v->tag == OP_VAL_TENSOR ? v->t : NULL; }
-
-/* t [C] viewed as [1, C, 1, ...] for an input of ndim dims */
-static kiln_tensor *per_channel(kiln_tensor *t, int ndim, int64_t c) {
-  int64_t shape[KILN_MAX_DIMS];
-  for (int d = 0; d < ndim; d++) shape[d] = d == 1 ? c : 1;
-  return kiln_reshape(t, ndim, shape);
-}
 
 /* running = (1 - m) running + m mean over dim 0 of v [N, C] */
 static int update(kiln_tensor *running, kiln_tensor *v, double m) {
@@ -43,8 +35,8 @@ int op_instance_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int m
   if (x->ndim < 2 || !core_dtype_is_floating(x->dtype))
     return core_error(KILN_ERR_INVALID, "%s: expected a floating input with at least 2 dims, got %s",
                       fn, core_tensor_desc(x, d, sizeof d));
-  kiln_tensor *w = opt_tensor(&a[1]), *b = opt_tensor(&a[2]);
-  kiln_tensor *rm = opt_tensor(&a[3]), *rv = opt_tensor(&a[4]);
+  kiln_tensor *w = op_opt_tensor(&a[1]), *b = op_opt_tensor(&a[2]);
+  kiln_tensor *rm = op_opt_tensor(&a[3]), *rv = op_opt_tensor(&a[4]);
   bool use_input = a[5].tag != OP_VAL_BOOL || a[5].b;
   double momentum = op_val_is_num(&a[6]) ? op_val_num(&a[6]) : 0.1;
   double eps = op_val_is_num(&a[7]) ? op_val_num(&a[7]) : 1e-5;
@@ -81,8 +73,8 @@ int op_instance_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int m
                    momentum) < 0)
     return op_failed_status();
   kiln_tensor *y = kiln_mul(xc, kiln_rsqrt(kiln_add_scalar(var, eps)));
-  if (y && w) y = kiln_mul(y, per_channel(w, x->ndim, C));
-  if (y && b) y = kiln_add(y, per_channel(b, x->ndim, C));
+  if (y && w) y = kiln_mul(y, op_per_channel(w, x->ndim, C));
+  if (y && b) y = kiln_add(y, op_per_channel(b, x->ndim, C));
   return op_out1(y, outs);
 }
 
@@ -90,7 +82,7 @@ int op_instance_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int m
  * y[..., o] = x1 W[o] x2 + b[o], as one matmul and a product-sum */
 int op_bilinear_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::bilinear";
-  kiln_tensor *x1, *x2, *w, *b = opt_tensor(&a[3]);
+  kiln_tensor *x1, *x2, *w, *b = op_opt_tensor(&a[3]);
   char d[96], e[96], f[96];
   int rc;
   if ((rc = op_arg_tensor(fn, &a[0], "input1", &x1)) < 0 ||

@@ -330,6 +330,16 @@ extern _Thread_local bool op_grad_enabled;
 int op_slots(const op_val *args, int n_args, kiln_tensor **slot_tensors, int max);
 
 /* ---- shared kernel helpers --------------------------------------------- */
+/* The tensor of an optional argument, or NULL for None (borrowed). */
+static inline kiln_tensor *op_opt_tensor(const op_val *v) {
+  return v->tag == OP_VAL_TENSOR ? v->t : NULL;
+}
+/* t [C] viewed as [1, C, 1, ...] for an input of ndim dims (batch_norm.c);
+ * in the caller's scope, NULL with the error set on failure. */
+kiln_tensor *op_per_channel(kiln_tensor *t, int ndim, int64_t c);
+/* A loss reduced as at::Reduction r says (0 none, 1 mean, 2 sum;
+ * loss_extra.c); l itself for none, NULL with "fn: ..." for another value. */
+kiln_tensor *op_loss_reduce(const char *fn, kiln_tensor *l, const op_val *r);
 /* Elementwise inference and kernel driver for OPF_ELEMENTWISE entries. */
 int op_ew_infer(int op, const op_val *args, int n_args, op_meta *outs);
 int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out);

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "special_fn.h"
 #include "tile.h"
 
 /* Float tiles of one function: the f32 tile calls the float libm variant,
@@ -277,49 +278,12 @@ int op_nan_to_num_grad(op_grad_ctx *g) {
 
 /* ---- polygamma(n, x) -------------------------------------------------------- */
 /* n = 0 is digamma; n >= 1 is (-1)^(n+1) n! zeta(n+1, x) (Hurwitz zeta by
- * Euler-Maclaurin summation, as Cephes). Not elementwise in the table's
+ * Euler-Maclaurin summation, as Cephes: op_sp_zeta in special_fn.c). Not elementwise in the table's
  * sense (its operand is the second argument): an op of its own. */
-static double zeta_d(double s, double q) {
-  static const double A[] = {12.0, -720.0, 30240.0, -1209600.0, 47900160.0,
-                             -1.8924375803183791606e9, 7.47242496e10, -2.950130727918164224e12,
-                             1.1646782814350067249e14, -4.5979787224074726105e15,
-                             1.8152105401943546773e17, -7.1661652561756670113e18};
-  if (s == 1) return INFINITY;
-  if (q <= 0) {
-    if (q == floor(q)) return INFINITY;
-    if (s != floor(s)) return NAN; /* q^-s is not real */
-  }
-  double sum = pow(q, -s), a = q, b = 0;
-  int i = 0;
-  while (i < 9 || a <= 9.0) {
-    i++;
-    a += 1.0;
-    b = pow(a, -s);
-    sum += b;
-    if (fabs(b / sum) < 1e-17) return sum;
-  }
-  double w = a;
-  sum += b * w / (s - 1);
-  sum -= 0.5 * b;
-  double aa = 1.0, k = 0.0;
-  for (int j = 0; j < 12; j++) {
-    aa *= s + k;
-    b /= w;
-    double t = aa * b / A[j];
-    sum += t;
-    if (fabs(t / sum) < 1e-17) break;
-    k += 1.0;
-    aa *= s + k;
-    b /= w;
-    k += 1.0;
-  }
-  return sum;
-}
-
 static double polygamma_d(int64_t n, double x) {
   if (n == 0) return digamma_d(x);
   double f = tgamma((double)n + 1);
-  return ((n % 2) ? 1.0 : -1.0) * f * zeta_d((double)n + 1, x);
+  return ((n % 2) ? 1.0 : -1.0) * f * op_sp_zeta((double)n + 1, x);
 }
 
 int op_polygamma_infer(const op_val *a, int n, op_meta *o, int m) {
