@@ -3,17 +3,8 @@
  * onto the in-place op's backward node, and telling views apart. */
 #include "autograd.h"
 
-/* Node n, about to become self's grad_fn, must not hold self itself (an
- * in-place op with self as another operand, y.mul_(y), saved y): n -> self
- * -> n would be a reference cycle, never freed. Such entries become one
- * data alias of self (no autograd meta), keeping the version they saw, so
- * a backward still reports self's modification. */
-static int unsave_self(ag_node *n, kiln_tensor *self) {
-  bool found = false;
-  for (int i = 0; i < n->n_saved && !found; i++) found = n->saved[i].t == self;
-  if (!found) return 0;
-  kiln_tensor *alias = core_alias(self, true);
-  if (!alias) return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+/* Replaces node n's references to self by alias (args and saved). */
+static void swap_saved(ag_node *n, kiln_tensor *self, kiln_tensor *alias) {
   for (int i = 0; i < n->n_args; i++) {
     op_val *a = &n->args[i];
     if (a->tag == OP_VAL_TENSOR && a->t == self) a->t = alias;
@@ -26,8 +17,60 @@ static int unsave_self(ag_node *n, kiln_tensor *self) {
       n->saved[i].t = kiln_retain(alias);
       kiln_release(self);
     }
+}
+
+static bool saves(const ag_node *n, const kiln_tensor *self) {
+  for (int i = 0; i < n->n_saved; i++)
+    if (n->saved[i].t == self) return true;
+  return false;
+}
+
+/* Node n, about to become self's grad_fn, must not reach a node that holds
+ * self itself: y.mul_(y) saved y in n, and y.mul_(cos(clamp(y))) saved y
+ * in clamp's node, which n reaches through cos's; n -> ... -> self -> n
+ * would be a reference cycle, never freed (fuzz_exec under LeakSanitizer).
+ * Such entries become one data alias of self (no autograd meta) keeping
+ * the version they saw: that version is older than self's now, so their
+ * backward reports self's modification either way, as PyTorch does. Only
+ * nodes made after self's own grad_fn can have saved self, which bounds
+ * the walk (op nodes; a custom node's state is its own). */
+static int unsave_self(ag_node *n, kiln_tensor *self, const ag_node *old_fn) {
+  uint64_t after = old_fn ? old_fn->seq : 0;
+  ag_node **stack = NULL, **seen = NULL;
+  int n_stack = 0, n_seen = 0, cap_stack = 0, cap_seen = 0, rc = 0;
+  kiln_tensor *alias = NULL;
+  for (ag_node *cur = n; cur; cur = n_stack ? stack[--n_stack] : NULL) {
+    bool dup = false;
+    for (int i = 0; i < n_seen && !dup; i++) dup = seen[i] == cur;
+    if (dup || cur->op < 0 || cur->seq <= after) continue;
+    if (n_seen == cap_seen || n_stack + cur->n_next > cap_stack) {
+      int ws = 2 * (n_seen + 1), wk = 2 * (n_stack + cur->n_next + 1);
+      ag_node **v2 = core_realloc(seen, (size_t)ws * sizeof *seen);
+      if (v2) seen = v2, cap_seen = ws;
+      ag_node **s2 = v2 ? core_realloc(stack, (size_t)wk * sizeof *stack) : NULL;
+      if (!s2) {
+        rc = core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+        goto done;
+      }
+      stack = s2;
+      cap_stack = wk;
+    }
+    seen[n_seen++] = cur;
+    if (saves(cur, self)) {
+      if (!alias && !(alias = core_alias(self, true))) {
+        rc = core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+        goto done;
+      }
+      swap_saved(cur, self, alias);
+    }
+    for (int i = 0; i < cur->n_next; i++)
+      if (cur->next[i].node) stack[n_stack++] = cur->next[i].node;
+  }
+done:
   kiln_release(alias);
-  return 0;
+  core_free(stack);
+  core_free(seen);
+  return rc;
 }
 
 /* self takes result's grad_fn and output number (PyTorch's rebase_history). */
@@ -35,7 +78,7 @@ static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
   ag_meta *from = ag_meta_get(result), *to = ag_meta_get(self);
   if (!from || !to) return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
   if (!from->grad_fn) return 0;
-  int rc = unsave_self(from->grad_fn, self);
+  int rc = unsave_self(from->grad_fn, self, to->grad_fn);
   if (rc < 0) return rc;
   ag_node_retain(from->grad_fn);
   if (to->grad_fn) ag_node_release(to->grad_fn);

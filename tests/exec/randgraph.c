@@ -705,6 +705,7 @@ int rg_run(rg_rand *r, int max_steps, char *msg, size_t n) {
   for (int k = (int)rnd(r, 3); k > 0 && !p->fails; k--) p->out[p->n_out++] = pick(p, r);
   text = graph_text(p);
   if (!text) goto done;
+  if (getenv("KILN_RG_PRINT")) fprintf(stderr, "%s", text); /* to replay a fuzz input */
   /* eager backward, the reference gradients */
   kiln_tensor *eg_grad[RG_MAX_VALS] = {0};
   kiln_tensor *eo[RG_MAX_OUTS];
