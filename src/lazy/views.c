@@ -7,13 +7,13 @@
  * view's arguments; the base's new value is the old one with the written
  * region replaced (`where(mask, select_backward(r), x)` for select and
  * slice, the inverse permutation for t/transpose/permute, a reshape back
- * for view/reshape/squeeze/unsqueeze, r itself for contiguous), and every
- * live tensor on the base's old value (the base, its other aliases) is
- * rebound to it; a view of a view recurses. Views made earlier of the same
- * base keep their old value (PyTorch's functionalization would refresh
- * them). expand, chunk, split and unbind views cannot be written this way:
- * an error says so. A dtype-changing `to` was a copy: only the view
- * changes. */
+ * for view/reshape/squeeze/unsqueeze and for an expand that repeats no
+ * element, r itself for contiguous), and every live tensor on the base's
+ * old value (the base, its other aliases) is rebound to it; a view of a
+ * view recurses. Views made earlier of the same base keep their old value
+ * (PyTorch's functionalization would refresh them). An expand that repeats
+ * elements, chunk, split and unbind views cannot be written this way: an
+ * error says so. A dtype-changing `to` was a copy: only the view changes. */
 #include <string.h>
 
 #include "lazy.h"
@@ -56,6 +56,12 @@ static kiln_tensor *put_back(const lazy_node *n, kiln_tensor *base, kiln_tensor 
     return kiln_reshape(r, nd, base->shape);
   case KILN_OP_CONTIGUOUS:
     return r;
+  case KILN_OP_EXPAND:
+    /* as many elements as the base: only size-1 dims added or kept, so
+     * no element repeats and the write is the base reshaped (an expand
+     * that repeats elements is refused below, as PyTorch refuses it) */
+    if (kiln_tensor_numel(r) == kiln_tensor_numel(base)) return kiln_reshape(r, nd, base->shape);
+    break;
   case KILN_OP_SELECT:
   case KILN_OP_SLICE:
   case KILN_OP_NARROW: {
