@@ -358,6 +358,14 @@ kiln_generator *core_op_generator(void);
 kiln_generator *core_set_op_generator(kiln_generator *g);
 /* Uniform [0, 1) with 53 random bits. */
 double core_rand_double(kiln_generator *g);
+/* A run of draws under one lock (the default generator's; others have
+ * none): core_rand_hold returns the token core_rand_release takes, and in
+ * between core_rand_double_held draws as core_rand_double does, without
+ * locking per draw. A kernel's loop over its elements does this. Never
+ * fails. */
+bool core_rand_hold(kiln_generator *g);
+void core_rand_release(bool held);
+double core_rand_double_held(kiln_generator *g);
 double core_rand_normal(kiln_generator *g);
 
 /* ---- threads (threads.c, Note [Thread waits]) ----------------------------- */

@@ -107,6 +107,12 @@ uint64_t core_rand_u64(kiln_generator *g) {
   return r;
 }
 
+bool core_rand_hold(kiln_generator *g) { return lock_if_default(g); }
+
+void core_rand_release(bool held) { unlock(held); }
+
+double core_rand_double_held(kiln_generator *g) { return (double)(next_u64(g) >> 11) * 0x1.0p-53; }
+
 double core_rand_double(kiln_generator *g) {
   return (double)(core_rand_u64(g) >> 11) * 0x1.0p-53;
 }

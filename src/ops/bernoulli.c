@@ -29,12 +29,14 @@ int op_bernoulli_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   int64_t numel = kiln_tensor_numel(out);
   double p = op_val_num(&a[1]);
   kiln_generator *gen = core_op_generator();
+  bool held = core_rand_hold(gen); /* one lock for the tensor, not one per draw */
   if (out->dtype == KILN_DTYPE_F32) {
     float *x = core_data(out);
-    for (int64_t i = 0; i < numel; i++) x[i] = core_rand_double(gen) < p ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < numel; i++) x[i] = core_rand_double_held(gen) < p ? 1.0f : 0.0f;
   } else {
     double *x = core_data(out);
-    for (int64_t i = 0; i < numel; i++) x[i] = core_rand_double(gen) < p ? 1.0 : 0.0;
+    for (int64_t i = 0; i < numel; i++) x[i] = core_rand_double_held(gen) < p ? 1.0 : 0.0;
   }
+  core_rand_release(held);
   return 0;
 }

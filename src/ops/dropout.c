@@ -63,7 +63,9 @@ int op_native_dropout_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   }
   kiln_generator *gen = core_op_generator();
   double keep = 1.0 - p, scale = keep == 0 ? 0.0 : 1.0 / keep;
-  for (int64_t i = 0; i < numel; i++) mask[i] = core_rand_double(gen) < keep;
+  bool held = core_rand_hold(gen); /* one lock for the mask, not one per draw */
+  for (int64_t i = 0; i < numel; i++) mask[i] = core_rand_double_held(gen) < keep;
+  core_rand_release(held);
   if (out->dtype == KILN_DTYPE_F32) {
     float *x = core_data(out), s = (float)scale;
     for (int64_t i = 0; i < numel; i++) x[i] = x[i] * (float)mask[i] * s;
