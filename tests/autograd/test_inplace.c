@@ -6,6 +6,7 @@
  * and a view of a tensor without history written under autograd fail with
  * their messages; writes through views of a non-leaf (CopySlices) give
  * finite differences' gradients. */
+#include "fd_grads.h"
 #include "ops/op.h"
 #include "test.h"
 
@@ -20,44 +21,6 @@ static kiln_tensor *mul_(kiln_tensor *t, kiln_tensor *o) {
 }
 static kiln_tensor *total(kiln_tensor *t) { return kiln_sum(t, NULL, 0, false); }
 
-typedef kiln_tensor *(*loss_fn)(kiln_tensor *const *p);
-
-/* Checks d loss / d p[k] against central differences (float64, h = 1e-6). */
-static void check_grads(const char *what, loss_fn f, kiln_tensor *const *p, int n) {
-  kiln_scope_begin();
-  for (int k = 0; k < n; k++) CHECK(kiln_set_requires_grad(p[k], true) == 0);
-  kiln_tensor *l = f(p);
-  CHECK_MSG(l != NULL, "%s: forward: %s", what, kiln_last_error());
-  kiln_tensor *g[4] = {0};
-  int rc = l ? kiln_grad(&l, NULL, 1, p, n, NULL, g) : -1;
-  CHECK_MSG(rc == 0, "%s: grad: %s", what, kiln_last_error());
-  kiln_no_grad_begin();
-  for (int k = 0; k < n && rc == 0; k++) {
-    double *d = kiln_tensor_data(p[k]);
-    for (int64_t i = 0; i < kiln_tensor_numel(p[k]); i++) {
-      double keep = d[i];
-      d[i] = keep + 1e-6;
-      double up = core_get_flat(f(p), 0);
-      d[i] = keep - 1e-6;
-      double dn = core_get_flat(f(p), 0);
-      d[i] = keep;
-      double fd = (up - dn) / 2e-6, got = g[k] ? core_get_flat(g[k], i) : 0;
-      CHECK_MSG(fabs(got - fd) <= 1e-6 * (1 + fabs(fd)), "%s: d/dp%d[%lld] = %.10g, fd %.10g",
-                what, k, (long long)i, got, fd);
-    }
-  }
-  kiln_no_grad_end();
-  for (int k = 0; k < n; k++) kiln_set_requires_grad(p[k], false);
-  kiln_scope_end();
-}
-
-static kiln_tensor *randn(int ndim, const int64_t *shape, uint64_t seed) {
-  kiln_generator *gen = kiln_generator_new(seed);
-  kiln_tensor *t = kiln_randn(ndim, shape, KILN_DTYPE_F64, gen);
-  kiln_generator_free(gen);
-  return t;
-}
-
 /* relu_(linear(x, w, b)) * c, summed (nn.Linear + nn.ReLU(inplace=True)) */
 static kiln_tensor *relu_after_linear(kiln_tensor *const *p) {
   kiln_tensor *h = kiln_linear(p[0], p[1], p[2]);
@@ -68,8 +31,8 @@ static kiln_tensor *relu_after_linear(kiln_tensor *const *p) {
 TEST(inplace_grad_relu__after_linear) {
   kiln_scope_begin();
   int64_t xs[2] = {3, 4}, ws[2] = {5, 4}, bs[1] = {5};
-  kiln_tensor *p[3] = {randn(2, xs, 1), randn(2, ws, 2), randn(1, bs, 3)};
-  check_grads("relu_ after linear", relu_after_linear, p, 3);
+  kiln_tensor *p[3] = {test_randn_f64(2, xs, 1), test_randn_f64(2, ws, 2), test_randn_f64(1, bs, 3)};
+  test_fd_check_grads("relu_ after linear", relu_after_linear, p, 3);
   kiln_scope_end();
 }
 
@@ -84,8 +47,8 @@ static kiln_tensor *residual(kiln_tensor *const *p) {
 TEST(inplace_grad_add__residual) {
   kiln_scope_begin();
   int64_t xs[2] = {3, 4}, ws[2] = {4, 4}, bs[1] = {4};
-  kiln_tensor *p[3] = {randn(2, xs, 4), randn(2, ws, 5), randn(1, bs, 6)};
-  check_grads("add_ residual", residual, p, 3);
+  kiln_tensor *p[3] = {test_randn_f64(2, xs, 4), test_randn_f64(2, ws, 5), test_randn_f64(1, bs, 6)};
+  test_fd_check_grads("add_ residual", residual, p, 3);
   kiln_scope_end();
 }
 
@@ -99,8 +62,8 @@ static kiln_tensor *scaled(kiln_tensor *const *p) {
 TEST(inplace_grad_mul__saves_old_self) {
   kiln_scope_begin();
   int64_t s[1] = {4};
-  kiln_tensor *p[2] = {randn(1, s, 7), randn(1, s, 8)};
-  check_grads("mul_ chain", scaled, p, 2);
+  kiln_tensor *p[2] = {test_randn_f64(1, s, 7), test_randn_f64(1, s, 8)};
+  test_fd_check_grads("mul_ chain", scaled, p, 2);
   kiln_scope_end();
 }
 
@@ -121,15 +84,15 @@ static kiln_tensor *masked_softmax(kiln_tensor *const *p) {
 TEST(inplace_grad_masked_fill__before_softmax) {
   kiln_scope_begin();
   int64_t xs[2] = {3, 5}, ws[2] = {4, 5};
-  kiln_tensor *p[2] = {randn(2, xs, 12), randn(2, ws, 13)};
-  check_grads("masked_fill_ before softmax", masked_softmax, p, 2);
+  kiln_tensor *p[2] = {test_randn_f64(2, xs, 12), test_randn_f64(2, ws, 13)};
+  test_fd_check_grads("masked_fill_ before softmax", masked_softmax, p, 2);
   kiln_scope_end();
 }
 
 TEST(inplace_version_counter_error_names_the_op) {
   kiln_scope_begin();
   int64_t s[1] = {3};
-  kiln_tensor *x = randn(1, s, 9);
+  kiln_tensor *x = test_randn_f64(1, s, 9);
   kiln_set_requires_grad(x, true);
   kiln_tensor *y = kiln_sigmoid(x); /* saves its output */
   CHECK(mul_(y, kiln_scalar(2.0, KILN_DTYPE_F64)) == y);
@@ -145,7 +108,7 @@ TEST(inplace_version_counter_error_names_the_op) {
 TEST(inplace_on_leaf_requiring_grad_is_an_error) {
   kiln_scope_begin();
   int64_t s[1] = {3};
-  kiln_tensor *x = randn(1, s, 10);
+  kiln_tensor *x = test_randn_f64(1, s, 10);
   kiln_set_requires_grad(x, true);
   CHECK(relu_(x) == NULL);
   CHECK_STR_CONTAINS(kiln_last_error(),
@@ -173,8 +136,8 @@ static kiln_tensor *through_views(kiln_tensor *const *p) {
 TEST(inplace_grad_through_views_copy_slices) {
   kiln_scope_begin();
   int64_t s[2] = {2, 3}, ys[1] = {2};
-  kiln_tensor *p[2] = {randn(2, s, 14), randn(1, ys, 15)};
-  check_grads("in-place through views", through_views, p, 2);
+  kiln_tensor *p[2] = {test_randn_f64(2, s, 14), test_randn_f64(1, ys, 15)};
+  test_fd_check_grads("in-place through views", through_views, p, 2);
   kiln_scope_end();
 }
 
@@ -185,7 +148,7 @@ TEST(inplace_grad_through_views_copy_slices) {
 TEST(inplace_base_written_with_its_saved_view) {
   kiln_scope_begin();
   int64_t s[2] = {3, 2};
-  kiln_tensor *x = randn(2, s, 16);
+  kiln_tensor *x = test_randn_f64(2, s, 16);
   kiln_set_requires_grad(x, true);
   kiln_tensor *h = kiln_mul_scalar(x, 2.0), *v = kiln_select(h, 0, 1);
   CHECK(add_(h, kiln_mul(v, v)) == h);
@@ -199,7 +162,7 @@ TEST(inplace_base_written_with_its_saved_view) {
 TEST(inplace_on_view_under_autograd_is_a_clear_error) {
   kiln_scope_begin();
   int64_t s[2] = {2, 3};
-  kiln_tensor *x = randn(2, s, 11);
+  kiln_tensor *x = test_randn_f64(2, s, 11);
   kiln_set_requires_grad(x, true);
   /* a view of a leaf that requires grad: PyTorch's error */
   CHECK(relu_(kiln_select(x, 0, 0)) == NULL);

@@ -4,6 +4,7 @@
  * values) against central finite differences in float64, and PyTorch's
  * error messages. Values against PyTorch: tests/data/mutation (index_*). */
 #include "ops/op.h"
+#include "../autograd/fd_grads.h"
 #include "test.h"
 
 static kiln_tensor *arange_f64(int ndim, const int64_t *shape) {
@@ -53,43 +54,6 @@ TEST(index_adv_values_by_hand) {
   kiln_scope_end();
 }
 
-typedef kiln_tensor *(*loss_fn)(kiln_tensor *const *p);
-
-/* d loss / d p[k] against central differences (float64, h = 1e-6) */
-static void check_grads(const char *what, loss_fn f, kiln_tensor *const *p, int n) {
-  kiln_scope_begin();
-  for (int k = 0; k < n; k++) CHECK(kiln_set_requires_grad(p[k], true) == 0);
-  kiln_tensor *l = f(p);
-  CHECK_MSG(l != NULL, "%s: forward: %s", what, kiln_last_error());
-  kiln_tensor *g[4] = {0};
-  int rc = l ? kiln_grad(&l, NULL, 1, p, n, NULL, g) : -1;
-  CHECK_MSG(rc == 0, "%s: grad: %s", what, kiln_last_error());
-  kiln_no_grad_begin();
-  for (int k = 0; k < n && rc == 0; k++) {
-    double *d = kiln_tensor_data(p[k]);
-    for (int64_t i = 0; i < kiln_tensor_numel(p[k]); i++) {
-      double keep = d[i];
-      d[i] = keep + 1e-6;
-      double up = core_get_flat(f(p), 0);
-      d[i] = keep - 1e-6;
-      double dn = core_get_flat(f(p), 0);
-      d[i] = keep;
-      double fd = (up - dn) / 2e-6, got = g[k] ? core_get_flat(g[k], i) : 0;
-      CHECK_MSG(fabs(got - fd) <= 1e-6 * (1 + fabs(fd)), "%s: d/dp%d[%lld] = %.10g, fd %.10g",
-                what, k, (long long)i, got, fd);
-    }
-  }
-  kiln_no_grad_end();
-  for (int k = 0; k < n; k++) kiln_set_requires_grad(p[k], false);
-  kiln_scope_end();
-}
-
-static kiln_tensor *randn(int ndim, const int64_t *shape, uint64_t seed) {
-  kiln_generator *gen = kiln_generator_new(seed);
-  kiln_tensor *t = kiln_randn(ndim, shape, KILN_DTYPE_F64, gen);
-  kiln_generator_free(gen);
-  return t;
-}
 static kiln_tensor *total(kiln_tensor *t) { return kiln_sum(t, NULL, 0, false); }
 
 /* sum(sin(x[[2, 0, 2]] * x[:, [1, 1, 3]]^T-ish)): index with repeats, and a None entry */
@@ -103,8 +67,8 @@ static kiln_tensor *gathered(kiln_tensor *const *p) {
 TEST(index_adv_grad_of_index) {
   kiln_scope_begin();
   int64_t s[2] = {3, 3};
-  kiln_tensor *p[1] = {randn(2, s, 21)};
-  check_grads("index", gathered, p, 1);
+  kiln_tensor *p[1] = {test_randn_f64(2, s, 21)};
+  test_fd_check_grads("index", gathered, p, 1);
   kiln_scope_end();
 }
 
@@ -120,8 +84,8 @@ static kiln_tensor *put(kiln_tensor *const *p) {
 TEST(index_adv_grad_of_index_put__on_a_non_leaf) {
   kiln_scope_begin();
   int64_t xs[2] = {3, 4}, vs[2] = {3, 2};
-  kiln_tensor *p[2] = {randn(2, xs, 22), randn(2, vs, 23)};
-  check_grads("index_put_", put, p, 2);
+  kiln_tensor *p[2] = {test_randn_f64(2, xs, 22), test_randn_f64(2, vs, 23)};
+  test_fd_check_grads("index_put_", put, p, 2);
   kiln_scope_end();
 }
 
