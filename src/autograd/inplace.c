@@ -35,14 +35,13 @@ static bool saves(const ag_node *n, const kiln_tensor *self) {
  * nodes made after self's own grad_fn can have saved self, which bounds
  * the walk (op nodes; a custom node's state is its own). */
 static int unsave_self(ag_node *n, kiln_tensor *self, const ag_node *old_fn) {
-  uint64_t after = old_fn ? old_fn->seq : 0;
   ag_node **stack = NULL, **seen = NULL;
   int n_stack = 0, n_seen = 0, cap_stack = 0, cap_seen = 0, rc = 0;
   kiln_tensor *alias = NULL;
   for (ag_node *cur = n; cur; cur = n_stack ? stack[--n_stack] : NULL) {
     bool dup = false;
     for (int i = 0; i < n_seen && !dup; i++) dup = seen[i] == cur;
-    if (dup || cur->op < 0 || cur->seq <= after) continue;
+    if (dup || cur->op < 0 || (old_fn && cur->seq <= old_fn->seq)) continue;
     if (n_seen == cap_seen || n_stack + cur->n_next > cap_stack) {
       int ws = 2 * (n_seen + 1), wk = 2 * (n_stack + cur->n_next + 1);
       ag_node **v2 = core_realloc(seen, (size_t)ws * sizeof *seen);
