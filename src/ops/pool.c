@@ -27,7 +27,7 @@ static kiln_tensor *avg_matrix(int64_t o, int64_t n, const int64_t *lo, const in
 
 /* adaptive windows: [floor(i n / o), ceil((i + 1) n / o)) */
 static kiln_tensor *adaptive_matrix(int64_t o, int64_t n, kiln_dtype dt) {
-  int64_t *lo = core_alloc((size_t)(2 * o + 1) * sizeof *lo), *hi = lo + o;
+  int64_t *lo = core_alloc((size_t)(2 * o + 1) * sizeof *lo), *hi = lo ? lo + o : NULL;
   double *div = core_alloc((size_t)(o + 1) * sizeof *div);
   kiln_tensor *m = NULL;
   if (lo && div) {
@@ -134,7 +134,7 @@ static kiln_tensor *window_matrix(const char *fn, int64_t n, int64_t k, int64_t 
   }
   int64_t o = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
   if (ceil_mode && (o - 1) * s >= n + p) o--;
-  int64_t *lo = core_alloc((size_t)(2 * o + 1) * sizeof *lo), *hi = lo + o;
+  int64_t *lo = core_alloc((size_t)(2 * o + 1) * sizeof *lo), *hi = lo ? lo + o : NULL;
   double *div = core_alloc((size_t)(o + 1) * sizeof *div);
   kiln_tensor *m = NULL;
   if (lo && div) {
