@@ -15,6 +15,7 @@
 #include "ir/ir.h"
 #include "kiln.h"
 #include "ops/op.h"
+#include "../ops/compare.h"
 #include "test.h"
 
 #define DIR "tests/data/models/"
@@ -44,35 +45,6 @@ static void missing_ops(kiln_safetensors *gold, char *buf, size_t n) {
     k += (size_t)snprintf(buf + k, k < n ? n - k : 0, "%s%s", k ? ", " : "", name);
   }
   json_decref(j);
-}
-
-static bool close_to(kiln_tensor *got, kiln_tensor *want, double rtol, double atol, char *why,
-                     size_t n) {
-  if (!got || !want) {
-    snprintf(why, n, "missing");
-    return false;
-  }
-  int64_t k = kiln_tensor_numel(want);
-  if (kiln_tensor_numel(got) != k) {
-    snprintf(why, n, "%lld elements, PyTorch %lld", (long long)kiln_tensor_numel(got),
-             (long long)k);
-    return false;
-  }
-  kiln_scope_begin();
-  kiln_tensor *a = kiln_contiguous(kiln_to_dtype(kiln_to_cpu(got), KILN_DTYPE_F64));
-  kiln_tensor *b = kiln_contiguous(kiln_to_dtype(want, KILN_DTYPE_F64));
-  const double *pa = kiln_tensor_data(a), *pb = kiln_tensor_data(b);
-  double scale = 0;
-  for (int64_t i = 0; i < k; i++) scale = fmax(scale, fabs(pb[i]));
-  bool ok = true;
-  for (int64_t i = 0; i < k && ok; i++)
-    if (!(fabs(pa[i] - pb[i]) <= atol + rtol * (fabs(pb[i]) + scale * 1e-2)) &&
-        !(isinf(pa[i]) && pa[i] == pb[i])) {
-      snprintf(why, n, "element %lld: %.8g, PyTorch %.8g", (long long)i, pa[i], pb[i]);
-      ok = false;
-    }
-  kiln_scope_end();
-  return ok;
 }
 
 typedef struct run_cfg {
@@ -150,7 +122,8 @@ static int check_model(const char *name, kiln_safetensors *gold, const run_cfg *
     snprintf(key, sizeof key, "%s.output.%d", mode, i);
     char w2[200];
     if (out[i].kind == KILN_VALUE_TENSOR &&
-        !close_to(out[i].t, kiln_safetensors_find(gold, key), 1e-4, 1e-5, w2, sizeof w2)) {
+        !test_close_to(out[i].t, kiln_safetensors_find(gold, key), 1e-4, 1e-5, 1e-2, w2,
+                       sizeof w2)) {
       snprintf(why, n, "output %d: %s", i, w2);
       rc = -1;
     }
@@ -162,7 +135,7 @@ static int check_model(const char *name, kiln_safetensors *gold, const run_cfg *
     kiln_tensor *g = kiln_tensor_grad(p);
     kiln_tensor *zero = kiln_zeros(kiln_tensor_ndim(p), kiln_tensor_shape(p), KILN_DTYPE_F32);
     char w2[200];
-    if (want && !close_to(g ? g : zero, want, 1e-3, 1e-4, w2, sizeof w2)) {
+    if (want && !test_close_to(g ? g : zero, want, 1e-3, 1e-4, 1e-2, w2, sizeof w2)) {
       snprintf(why, n, "grad of %s: %s", kiln_model_tensor_name(m, i), w2);
       rc = -1;
     }
@@ -172,7 +145,7 @@ static int check_model(const char *name, kiln_safetensors *gold, const run_cfg *
       snprintf(key, sizeof key, "train.buffer.%s", kiln_model_tensor_name(m, i));
       kiln_tensor *want = kiln_safetensors_find(gold, key);
       char w2[200];
-      if (want && !close_to(kiln_model_tensor(m, i), want, 1e-4, 1e-5, w2, sizeof w2)) {
+      if (want && !test_close_to(kiln_model_tensor(m, i), want, 1e-4, 1e-5, 1e-2, w2, sizeof w2)) {
         snprintf(why, n, "buffer %s: %s", kiln_model_tensor_name(m, i), w2);
         rc = -1;
       }
@@ -268,7 +241,7 @@ TEST(models_eval_no_grad_fast_path) {
         snprintf(key, sizeof key, "nograd.output.%d", i);
         kiln_tensor *want = kiln_safetensors_find(gold, key);
         CHECK_MSG(!want || (out[i].kind == KILN_VALUE_TENSOR &&
-                            close_to(out[i].t, want, 1e-4, 1e-5, why, sizeof why)),
+                            test_close_to(out[i].t, want, 1e-4, 1e-5, 1e-2, why, sizeof why)),
                   "%s (%s, no_grad) output %d: %s", models[mi], cfgs[c].label, i, why);
       }
       kiln_scope_end();
@@ -529,9 +502,8 @@ TEST(models_kiln_run_weights) {
     kiln_scope_begin();
     kiln_tensor *got = kiln_npy_load(out);
     char why[200];
-    CHECK_MSG(close_to(got, kiln_safetensors_find(gold, "eval.output.0"), 1e-4, 1e-5, why,
-                       sizeof why),
-              "%s: %s", modes[i], why);
+    kiln_tensor *want = kiln_safetensors_find(gold, "eval.output.0");
+    CHECK_MSG(test_close_to(got, want, 1e-4, 1e-5, 1e-2, why, sizeof why), "%s: %s", modes[i], why);
     kiln_scope_end();
     kiln_model *m = kiln_model_load(DIR "mlp.ir", saved, NULL);
     CHECK_MSG(m != NULL, "%s", kiln_last_error());

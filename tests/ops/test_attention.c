@@ -11,6 +11,7 @@
 
 #include "kiln.h"
 #include "ops/op.h"
+#include "compare.h"
 #include "sample.h"
 #include "test.h"
 
@@ -73,29 +74,6 @@ OP_SAMPLE(TRANSFORMER_ENCODER_LAYER, gelu_norm_first) {
   s->args[19] = OPV_NONE;
   s->n_args = 20;
   s->atol = s->rtol = 1e-4;
-}
-
-static bool near(kiln_tensor *got, kiln_tensor *want, double rtol, double atol, char *why,
-                 size_t n) {
-  if (!got || !want) {
-    snprintf(why, n, "missing");
-    return false;
-  }
-  int64_t k = kiln_tensor_numel(want);
-  if (kiln_tensor_numel(got) != k) {
-    snprintf(why, n, "%lld elements, PyTorch %lld", (long long)kiln_tensor_numel(got),
-             (long long)k);
-    return false;
-  }
-  kiln_tensor *a = kiln_contiguous(kiln_to_dtype(kiln_to_cpu(got), KILN_DTYPE_F64));
-  kiln_tensor *b = kiln_contiguous(kiln_to_dtype(want, KILN_DTYPE_F64));
-  const double *pa = kiln_tensor_data(a), *pb = kiln_tensor_data(b);
-  for (int64_t i = 0; i < k; i++)
-    if (!(fabs(pa[i] - pb[i]) <= atol + rtol * fabs(pb[i]))) {
-      snprintf(why, n, "element %lld: %.8g, PyTorch %.8g", (long long)i, pa[i], pb[i]);
-      return false;
-    }
-  return true;
 }
 
 static int64_t jint(json_t *o, const char *k, bool *none) {
@@ -182,7 +160,7 @@ static int run_case(kiln_safetensors *gold, const char *name, bool lazy, char *w
   char w[200];
   for (int i = 0; i < n_out && rc == 0; i++) {
     snprintf(key, sizeof key, "%s.out.%d", name, i);
-    if (!near(outs[i], kiln_safetensors_find(gold, key), 1e-5, 1e-6, w, sizeof w)) {
+    if (!test_close_to(outs[i], kiln_safetensors_find(gold, key), 1e-5, 1e-6, 0, w, sizeof w)) {
       snprintf(why, n, "output %d: %s", i, w);
       rc = -1;
     }
@@ -195,7 +173,7 @@ static int run_case(kiln_safetensors *gold, const char *name, bool lazy, char *w
     snprintf(key, sizeof key, "%s.grad.%d", name, i);
     kiln_tensor *want = kiln_safetensors_find(gold, key);
     if (!want) continue;
-    if (!near(kiln_tensor_grad(ins[i]), want, 1e-4, 1e-5, w, sizeof w)) {
+    if (!test_close_to(kiln_tensor_grad(ins[i]), want, 1e-4, 1e-5, 0, w, sizeof w)) {
       snprintf(why, n, "grad of input %d: %s", i, w);
       rc = -1;
     }
