@@ -87,6 +87,27 @@ static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
   return 0;
 }
 
+/* Note [In-place saved result] (src/ops/inplace.c): result's node keeps a
+ * data alias of self, at the version the write gave it, as its saved
+ * output (a node that saved no output gets one: its backward then checks
+ * that version too). The alias has no autograd meta, so no cycle. Nodes
+ * of several outputs are left alone (no in-place op makes one). */
+static int saved_result(kiln_tensor *self, kiln_tensor *result) {
+  ag_node *n = result->ag ? result->ag->grad_fn : NULL;
+  if (!n || n->op < 0 || n->n_inputs != 1) return 0;
+  kiln_tensor *alias = core_alias(self, true);
+  if (!alias) return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+  if (!n->saved_outs && !(n->saved_outs = core_calloc(1, sizeof *n->saved_outs))) {
+    kiln_release(alias);
+    return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
+  }
+  kiln_release(n->saved_outs[0].t);
+  n->saved_outs[0].t = alias;
+  n->saved_outs[0].version = self->storage ? self->storage->version : 0;
+  n->saved_outs[0].is_output = true;
+  return 0;
+}
+
 /* A view: made by a view op (its grad_fn's op is OPF_VIEW; *base is the
  * root base it recorded, or NULL), or, when it has no history, sharing
  * its storage with another tensor header (*base NULL: unknown). */
@@ -104,4 +125,5 @@ static bool view_of(const kiln_tensor *t, kiln_tensor **base) {
 __attribute__((constructor)) static void inplace_ctor(void) {
   op_rebase_history_hook = rebase_history;
   op_view_of_hook = view_of;
+  op_saved_result_hook = saved_result;
 }

@@ -136,6 +136,7 @@ struct kiln_tensor {
  *   op_lazy_write_hook: src/lazy/record.c
  *   op_rebase_history_hook: src/autograd/inplace.c
  *   op_view_of_hook: src/autograd/inplace.c
+ *   op_saved_result_hook: src/autograd/inplace.c
  *   op_all_reduce_hook: src/dist/comm.c
  * op_all_reduce_hook (src/ops/collective.h) is the one hook set at run
  * time instead of by a constructor: kiln_dist_init sets it and

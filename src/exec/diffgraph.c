@@ -231,10 +231,19 @@ static int run_forward(const diff_plan *p, int n_in, exec_value *in, exec_value 
   return rc;
 }
 
+/* Can v require grad? Not a tensor of a known non-floating dtype (a bool
+ * or integer tensor never does, nor, eagerly, what is made from it). */
+static bool may_require_grad(const ir_value *v) {
+  const ir_type *t = v->type;
+  return !(t && t->kind == IR_TYPE_TENSOR && t->dtype >= 0 &&
+           !core_dtype_is_floating((kiln_dtype)t->dtype));
+}
+
 /* Marks in reach[o] whether output o of d's subgraph depends on an input
- * that requires grad (PyTorch's requires_grad propagation): only those
- * outputs get the node's history; the others stay plain tensors, as the
- * same ops run eagerly leave them. < 0 on out of memory. */
+ * that requires grad through floating values (PyTorch's requires_grad
+ * propagation): only those outputs get the node's history; the others
+ * stay plain tensors, as the same ops run eagerly leave them (to(to(x,
+ * bool), float) does not require grad). < 0 on out of memory. */
 static int outputs_needing_grad(const diff_rt *d, const exec_value *in, bool *reach) {
   const ir_block *top = ir_graph_top(d->sub);
   bool *rg = core_calloc((size_t)ir_graph_value_count(d->sub) + 1, sizeof *rg);
@@ -244,7 +253,7 @@ static int outputs_needing_grad(const diff_rt *d, const exec_value *in, bool *re
   for (const ir_node *n = top->first; n; n = n->next) {
     bool any = false;
     for (int i = 0; i < n->n_inputs; i++) any |= rg[n->inputs[i]->id];
-    for (int i = 0; i < n->n_outputs; i++) rg[n->outputs[i]->id] = any;
+    for (int i = 0; i < n->n_outputs; i++) rg[n->outputs[i]->id] = any && may_require_grad(n->outputs[i]);
   }
   for (int i = 0; i < ir_block_n_returns(top); i++) reach[i] = rg[ir_block_return(top, i)->id];
   core_free(rg);

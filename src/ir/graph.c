@@ -455,6 +455,8 @@ static bool node_is_after(const ir_node *u, const ir_node *a) {
   return false;
 }
 
+bool ir_node_is_after(const ir_node *u, const ir_node *a) { return node_is_after(u, a); }
+
 int ir_value_replace_uses_after(ir_value *v, ir_value *with, const ir_node *after) {
   if (v == with) return 0;
   if (use_reserve(with, v->n_uses) < 0) return KILN_ERR_NOMEM;

@@ -357,6 +357,10 @@ int ir_value_replace_all_uses(ir_value *v, ir_value *with);
  *   before: %b = f(%a); %c = g(%a)   (after %b's node, with %z)
  *   after:  %b = f(%a); %c = g(%z)                                        */
 int ir_value_replace_uses_after(ir_value *v, ir_value *with, const ir_node *after);
+/* Is u after a in program order (u, or the node holding u's block, follows
+ * a in a's block; the block's return is after every node)? Nodes inside
+ * a's own blocks are not. */
+bool ir_node_is_after(const ir_node *u, const ir_node *a);
 /* Sets v's debug name (copied). A name already used by another value of
  * the graph gets a ".N" suffix (TorchScript would rename the other value
  * instead; kiln never changes existing names); NULL clears it.

@@ -8,6 +8,7 @@
 
 int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
 bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
+int (*op_saved_result_hook)(kiln_tensor *self, kiln_tensor *result);
 int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
 
 int op_inplace_infer(int op, const op_val *a, int n_args, op_meta *outs, int max_outs) {
@@ -197,6 +198,34 @@ done:
   return rc;
 }
 
+/* Note [In-place saved result]: as PyTorch, an in-place op whose backward
+ * formula uses the result saves self after the write (the result is
+ * self), at the version the write gave it; a later write to self (or to
+ * memory it shares) makes that backward fail on the version: y.relu_()
+ * then y.add_(1) cannot backpropagate, as in PyTorch. The functional op's
+ * own result, a temporary, would not see the write. These are the ops
+ * whose in-place form PyTorch 1.13 saves the result for (checked by
+ * scripts/golden/inplace_saved.py; erfinv_ saves self's old value, as
+ * other ops do through the clone above, and pow_ the result only for a
+ * tensor exponent). */
+static bool saves_result(int op, const op_val *a, int n_args) {
+  switch (op) {
+  case KILN_OP_EXP: case KILN_OP_SQRT: case KILN_OP_RSQRT: case KILN_OP_TANH:
+  case KILN_OP_SIGMOID: case KILN_OP_RELU: case KILN_OP_LEAKY_RELU: case KILN_OP_RECIPROCAL:
+  case KILN_OP_TAN: case KILN_OP_EXPM1: case KILN_OP_EXP2: case KILN_OP_SGN:
+  case KILN_OP_HYPOT: case KILN_OP_COPYSIGN: case KILN_OP_ELU: case KILN_OP_SELU:
+  case KILN_OP_CELU:
+    return true;
+  case KILN_OP_POW: return n_args > 1 && a[1].tag == OP_VAL_TENSOR;
+  default: return false;
+  }
+}
+
+static int save_result(int op, const op_val *a, int n_args, kiln_tensor *self, kiln_tensor *r) {
+  if (!saves_result(op, a, n_args) || !r->requires_grad || !op_saved_result_hook) return 0;
+  return op_saved_result_hook(self, r);
+}
+
 int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int max_outs) {
   char d[64];
   const char *name = op_table[KILN_OP_INPLACE(op)].name;
@@ -238,7 +267,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   if (check_fits(name, self, r->ndim, r->shape, r->dtype) < 0) return KILN_ERR_INVALID;
   if (record && r->dtype != self->dtype && !(r = kiln_to_dtype(r, self->dtype))) return -1;
   if (base) { /* Note [CopySlices] */
-    if (copy_slices(self, base, r) < 0) return -1;
+    if (copy_slices(self, base, r) < 0 || save_result(op, a, n_args, self, r) < 0) return -1;
     outs[0] = core_autorelease(kiln_retain(self));
     return outs[0] ? 1 : KILN_ERR_NOMEM;
   }
@@ -255,6 +284,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
     if (record && r->requires_grad && op_rebase_history_hook &&
         op_rebase_history_hook(self, r) < 0)
       return -1;
+    if (record && !lazy && save_result(op, a, n_args, self, r) < 0) return -1;
   }
   outs[0] = core_autorelease(kiln_retain(self));
   return outs[0] ? 1 : KILN_ERR_NOMEM;

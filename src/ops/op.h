@@ -320,6 +320,10 @@ extern int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
 /* autograd: is t a view (made by a view op, or sharing its storage) of
  * another tensor? *base: the root base a view op recorded, else NULL. */
 extern bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
+/* autograd: result's grad_fn saves self, just written with result, as its
+ * output at self's current version, instead of result (Note [In-place
+ * saved result] in inplace.c); < 0 on error. */
+extern int (*op_saved_result_hook)(kiln_tensor *self, kiln_tensor *result);
 /* lazy: an in-place op's write of result into lazy self (a new version;
  * through a view, its base too: Note [Lazy views] in src/lazy/views.c). */
 extern int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);

@@ -17,7 +17,8 @@
  *   - %t is fresh memory made in the same block by an op-table node (not
  *     a graph input, block parameter, view, or a prim's output), and its
  *     alias set holds nothing but %t and the outputs of in-place ops
- *     (Note [Alias analysis]): no view of it, no list holding it;
+ *     (Note [Alias analysis]): no view of it, no list holding it, and
+ *     no such output made before the op read after it;
  *   - the functional op gives self's shape and dtype: its profiled tensor
  *     arguments have self's dtype and complete sizes that broadcast into
  *     self's complete sizes (elementwise ops), and no float number goes
@@ -63,10 +64,20 @@ typedef struct only_ctx {
   const pass_alias *a;
   int set;
   const ir_value *self;
+  const ir_node *n; /* the in-place op to make functional */
   bool ok;
 } only_ctx;
 
-/* Is every value of self's set self or an in-place op's output? */
+static bool used_after(const ir_value *v, const ir_node *n) {
+  for (int i = 0; i < v->n_uses; i++)
+    if (ir_node_is_after(v->uses[i].user, n)) return true;
+  return false;
+}
+
+/* Is every value of self's set self or an in-place op's output, and none
+ * made before n read after it? (u = t.add_(b); t.relu_(); u.sigmoid_():
+ * u is t's memory, which a functional relu no longer writes, and t's
+ * later readers would miss sigmoid_'s write through u.) */
 static void check_block(only_ctx *c, const ir_block *b) {
   for (int i = 0; i < ir_block_n_params(b) && c->ok; i++)
     if (pass_alias_set(c->a, ir_block_param(b, i)) == c->set) c->ok = false;
@@ -75,6 +86,7 @@ static void check_block(only_ctx *c, const ir_block *b) {
       const ir_value *v = m->outputs[j];
       if (v == c->self || pass_alias_set(c->a, v) != c->set) continue;
       if (!(m->op >= 0 && op_is_inplace(m->op) && j == 0)) c->ok = false;
+      else if (m != c->n && !ir_node_is_after(m, c->n) && used_after(v, c->n)) c->ok = false;
     }
     for (int k = 0; k < m->n_blocks && c->ok; k++) check_block(c, m->blocks[k]);
   }
@@ -90,7 +102,7 @@ static bool functionalizable(const pass_alias *a, const ir_graph *g, const ir_no
   for (int i = 1; i < n->n_inputs; i++)
     if (pass_alias_may_alias(a, n->inputs[i], self)) return false; /* x.add_(x) */
   if (!same_result(n)) return false;
-  only_ctx c = {a, pass_alias_set(a, self), self, true};
+  only_ctx c = {a, pass_alias_set(a, self), self, n, true};
   if (c.set < 0) return false;
   check_block(&c, ir_graph_top(g));
   return c.ok;

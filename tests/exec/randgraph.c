@@ -52,7 +52,6 @@ typedef struct rg_step {
 typedef struct rg_prog {
   kiln_tensor *val[RG_MAX_VALS]; /* eager values */
   bool input[RG_MAX_VALS], exact[RG_MAX_VALS], rg[RG_MAX_VALS];
-  bool written[RG_MAX_VALS]; /* written in place once already (itself or its input) */
   int parent[RG_MAX_VALS]; /* a step's first tensor argument, or -1 */
   int n_vals;
   rg_step step[RG_MAX_VALS];
@@ -150,12 +149,6 @@ static bool is_ancestor(const rg_prog *p, int w, int v) {
  * views] in src/lazy/views.c says). */
 static bool writable(const rg_prog *p, int v) {
   if (p->input[v]) return false;
-  /* Not twice: eager saves an in-place op's functional result apart from
-   * self, so relu_(y) then y.add_(...) still backpropagates in eager mode,
-   * while the jit (and PyTorch, which saves self) fail on the version:
-   * an open finding (fuzz_exec), kept out of the oracle until fixed. */
-  for (int i = 0; i < p->n_vals; i++)
-    if (p->written[i] && p->val[i]->storage == p->val[v]->storage) return false;
   for (int i = 0; i < p->n_vals; i++) {
     if (i == v || p->val[i] == p->val[v] || p->val[i]->storage != p->val[v]->storage) continue;
     if (p->input[i] || !is_ancestor(p, i, v)) return false;
@@ -697,8 +690,6 @@ int rg_run(rg_rand *r, int max_steps, char *msg, size_t n) {
     p->input[s->out] = false;
     p->rg[s->out] = false;
     p->parent[s->out] = s->a[0].k == 't' ? (int)s->a[0].i : -1;
-    p->written[s->out] = false;
-    if (s->name[strlen(s->name) - 1] == '_' && s->a[0].k == 't') p->written[s->out] = true;
     p->val[s->out] = t;
     p->exact[s->out] = exact;
     p->n_steps++;
