@@ -921,7 +921,8 @@ KILN_API kiln_optim *kiln_optim_new(kiln_nn_module *m, const kiln_optim_opts *op
 KILN_API void kiln_optim_free(kiln_optim *o);
 /* One update of every parameter that has a .grad (others are skipped, as
  * PyTorch does); counts a step. Fails if a parameter's grad has the wrong
- * shape. */
+ * shape. All or nothing: when it fails (out of memory included), every
+ * parameter, buffer and the step count are as before. */
 KILN_API kiln_status kiln_optim_step(kiln_optim *o);
 /* Sets every parameter's .grad to none (PyTorch 2's default). */
 KILN_API kiln_status kiln_optim_zero_grad(kiln_optim *o);

@@ -3,9 +3,8 @@
  * schedules.
  *
  * Note [Recordable steps]: every update is "state = f(state, grad)"
- * computed with ordinary ops and stored with kiln_copy_ (or an in-place
- * add_/mul_, which on the CPU writes straight into the state) under
- * no_grad. On lazy parameters that records the update into the step's
+ * computed with ordinary ops and stored with kiln_copy_ under no_grad,
+ * once every new value exists (Note [All or nothing]). On lazy parameters that records the update into the step's
  * graph and binds the parameter to the new value without changing its
  * identity. The
  * numbers that vary between steps (lr, Adam's bias corrections) enter
@@ -116,74 +115,124 @@ static int failed(void) {
   return s < 0 ? s : KILN_ERR_NOMEM;
 }
 
-/* One parameter's update, inside the caller's scope and no_grad. Every
- * intermediate is checked: a NULL passed on would be reported by the next
- * call as a missing argument, not as the failure it was (issue #20). */
-static int update(kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor **buf) {
+/* Every intermediate is checked: a NULL passed on would be reported by
+ * the next call as a missing argument, not as the failure it was. */
+#define TRY(x)                         \
+  do {                                 \
+    if (!(x)) return failed();         \
+  } while (0)
+
+/* One parameter's new values, inside the caller's scope and no_grad,
+ * written nowhere (Note [All or nothing]): out[0] the parameter's, out[1 +
+ * k] buffer k's, new tensors of the scope. Returns 0 or the failure's
+ * status (its error set). */
+static int stage(const kiln_optim *op, kiln_tensor *p, kiln_tensor *g, kiln_tensor *const *buf,
+                 kiln_tensor **out) {
   const kiln_optim_opts *o = &op->o;
-  int rc = 0;
+  kiln_tensor *a, *b;
   if (o->kind == KILN_OPTIM_SGD) {
     kiln_tensor *d = g;
-    if (o->weight_decay > 0 && !(d = kiln_add(d, kiln_mul_scalar(p, o->weight_decay))))
-      return failed();
-    if (op->n_bufs) {
-      /* buf = buf * momentum + d, in place (Note [In place]: on the CPU
-       * two passes over buf, no temporaries) */
-      rc = kiln_mul_scalar_(buf[0], o->momentum);
-      if (rc == 0) rc = kiln_add_(buf[0], d, 1.0);
-      if (rc < 0) return rc;
-      d = o->nesterov ? kiln_add(d, kiln_mul_scalar(buf[0], o->momentum)) : buf[0];
-      if (!d) return failed();
+    if (o->weight_decay > 0) {
+      TRY(a = kiln_mul_scalar(p, o->weight_decay));
+      TRY(d = kiln_add(d, a));
     }
-    /* p += (-lr) * d with lr as data (a new lr is not a new lazy graph);
+    if (op->n_bufs) {
+      /* buf * momentum + d: the rounding of PyTorch's buf.mul_(m).add_(d) */
+      TRY(a = kiln_mul_scalar(buf[0], o->momentum));
+      TRY(out[1] = kiln_add(a, d));
+      if (o->nesterov) {
+        TRY(a = kiln_mul_scalar(out[1], o->momentum));
+        TRY(d = kiln_add(d, a));
+      } else {
+        d = out[1];
+      }
+    }
+    /* p + (-lr) * d with lr as data (a new lr is not a new lazy graph);
      * the same rounding as p - lr * d */
-    kiln_tensor *step = kiln_mul_scalar(d, -o->lr);
-    return step ? kiln_add_(p, step, 1.0) : failed();
+    TRY(a = kiln_mul_scalar(d, -o->lr));
+    TRY(out[0] = kiln_add(p, a));
+    return 0;
   }
   /* Adam(W), as torch.optim's single-tensor implementation */
   double t = (double)op->steps;
   double bc1 = 1 - pow(o->beta1, t), bc2 = 1 - pow(o->beta2, t);
   kiln_tensor *pv = p;
   if (o->weight_decay > 0) {
-    if (o->kind == KILN_OPTIM_ADAMW) pv = kiln_mul_scalar(p, 1 - o->lr * o->weight_decay);
-    else g = kiln_add(g, kiln_mul_scalar(p, o->weight_decay));
-    if (!pv || !g) return failed();
+    if (o->kind == KILN_OPTIM_ADAMW) {
+      TRY(pv = kiln_mul_scalar(p, 1 - o->lr * o->weight_decay));
+    } else {
+      TRY(a = kiln_mul_scalar(p, o->weight_decay));
+      TRY(g = kiln_add(g, a));
+    }
   }
-  kiln_tensor *m1 = kiln_add(kiln_mul_scalar(buf[0], o->beta1), kiln_mul_scalar(g, 1 - o->beta1));
-  if (!m1) return failed();
-  kiln_tensor *m2 = kiln_add(kiln_mul_scalar(buf[1], o->beta2),
-                             kiln_mul_scalar(kiln_mul(g, g), 1 - o->beta2));
-  if (!m2) return failed();
-  rc = kiln_copy_(buf[0], m1);
-  if (rc == 0) rc = kiln_copy_(buf[1], m2);
-  if (rc < 0) return rc;
-  kiln_tensor *denom = kiln_add_scalar(kiln_div_scalar(kiln_sqrt(buf[1]), sqrt(bc2)), o->eps);
-  kiln_tensor *np = denom ? kiln_sub(pv, kiln_mul_scalar(kiln_div(buf[0], denom), o->lr / bc1)) : NULL;
-  return np ? kiln_copy_(p, np) : failed();
+  TRY(a = kiln_mul_scalar(buf[0], o->beta1));
+  TRY(b = kiln_mul_scalar(g, 1 - o->beta1));
+  TRY(out[1] = kiln_add(a, b));
+  TRY(a = kiln_mul_scalar(buf[1], o->beta2));
+  TRY(b = kiln_mul(g, g));
+  TRY(b = kiln_mul_scalar(b, 1 - o->beta2));
+  TRY(out[2] = kiln_add(a, b));
+  TRY(a = kiln_sqrt(out[2]));
+  TRY(a = kiln_div_scalar(a, sqrt(bc2)));
+  TRY(a = kiln_add_scalar(a, o->eps));
+  TRY(a = kiln_div(out[1], a));
+  TRY(a = kiln_mul_scalar(a, o->lr / bc1));
+  TRY(out[0] = kiln_sub(pv, a));
+  return 0;
 }
 
+#undef TRY
+
+/* Note [All or nothing]: a step computes every parameter's and buffer's
+ * new value first (stage, which allocates and may fail), then writes
+ * them all (kiln_copy_ of a value of the destination's shape and dtype:
+ * a memcpy on the CPU, a rebind of a lazy tensor, neither allocates).
+ * An allocation that fails leaves every parameter, buffer and the step
+ * count as they were (issue #20: it used to leave some parameters
+ * updated, others not). The price: the new values of every parameter
+ * and buffer are alive at once, about one more copy of the model and
+ * its optimizer state until the step ends. */
 kiln_status kiln_optim_step(kiln_optim *op) {
   if (!op) return core_error(KILN_ERR_INVALID, "optim_step: NULL optimizer");
   kiln_nn_module *m = op->m;
+  int w = 1 + op->n_bufs, n = m->n_params * w, rc = 0;
+  for (int i = 0; i < m->n_params; i++) {
+    kiln_tensor *p = m->params[i], *g = kiln_tensor_grad(p);
+    if (g && (g->ndim != p->ndim || memcmp(g->shape, p->shape, (size_t)p->ndim * sizeof *p->shape))) {
+      char a[64], b[64];
+      return core_error(KILN_ERR_INVALID, "optim_step: '%s' is %s but its grad is %s",
+                        m->names[i], core_tensor_desc(p, a, sizeof a),
+                        core_tensor_desc(g, b, sizeof b));
+    }
+  }
+  kiln_tensor **staged = n ? core_calloc((size_t)n, sizeof *staged) : NULL;
+  if (n && !staged) {
+    core_error_prefix("optim_step: ");
+    return KILN_ERR_NOMEM;
+  }
   op->steps++;
-  int rc = 0;
   bool was = kiln_set_grad_enabled(false);
   for (int i = 0; i < m->n_params && rc == 0; i++) {
-    kiln_tensor *p = m->params[i], *g = kiln_tensor_grad(p);
+    kiln_tensor *p = m->params[i], *g = kiln_tensor_grad(p), *out[3] = {NULL, NULL, NULL};
     if (!g) continue;
-    if (g->ndim != p->ndim || memcmp(g->shape, p->shape, (size_t)p->ndim * sizeof *p->shape)) {
-      char a[64], b[64];
-      rc = core_error(KILN_ERR_INVALID, "optim_step: '%s' is %s but its grad is %s",
-                      m->names[i], core_tensor_desc(p, a, sizeof a),
-                      core_tensor_desc(g, b, sizeof b));
-      break;
-    }
     kiln_scope_begin();
-    rc = update(op, p, g, op->n_bufs ? &op->state[i * op->n_bufs] : NULL);
+    rc = stage(op, p, g, op->n_bufs ? &op->state[i * op->n_bufs] : NULL, out);
+    for (int k = 0; k < w && rc == 0; k++) staged[i * w + k] = kiln_keep(out[k]);
     kiln_scope_end();
     if (rc < 0) core_error_prefix("optim_step: '%s': ", m->names[i]);
   }
+  if (rc < 0) op->steps--; /* nothing written */
+  /* the writes; none fails on tensors the step made (the guard is for
+   * what cannot happen, and says so) */
+  for (int i = 0; i < m->n_params && rc == 0; i++)
+    for (int k = 0; k < w && rc == 0; k++) {
+      kiln_tensor *dst = k ? op->state[i * op->n_bufs + k - 1] : m->params[i];
+      if (staged[i * w + k]) rc = kiln_copy_(dst, staged[i * w + k]);
+      if (rc < 0) core_error_prefix("optim_step: '%s' (parameters partly updated): ", m->names[i]);
+    }
   kiln_set_grad_enabled(was);
+  for (int i = 0; i < n; i++) kiln_release(staged[i]);
+  core_free(staged);
   return rc;
 }
 
