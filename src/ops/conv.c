@@ -11,7 +11,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "op.h"
+#include "conv.h"
 
 /* ---- shared argument parsing ----------------------------------------------- */
 
@@ -58,12 +58,6 @@ static int need_float(const char *fn, const char *what, const op_val *v, int ndi
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
-/* Geometry of one 2-d sliding window (conv or pool) over planes. */
-typedef struct win_geom {
-  int64_t N, C, H, W, O, KH, KW, OH, OW; /* conv: C is per group */
-  int64_t sh, sw, ph, pw, dh, dw;
-  int64_t G; /* conv: groups (channels C * G in, O out, O / G per group) */
-} win_geom;
 
 /* Output size of a window; < 0 with a message when it would be empty. */
 static int win_out(const char *fn, const kiln_tensor *x, win_geom *g) {
@@ -94,92 +88,6 @@ static int win_params(const char *fn, const op_val *stride, const op_val *pad,
                       (long long)d[0], (long long)d[1]);
   g->sh = s[0], g->sw = s[1], g->ph = p[0], g->pw = p[1], g->dh = d[0], g->dw = d[1];
   return 0;
-}
-
-/* ---- BLAS and im2col --------------------------------------------------------- */
-
-/* C[M, N] = op(A) @ op(B) + beta * C, row-major, alpha 1 (Note [BLAS
- * threads] in gemm.c: inside the batch loops below it runs single-threaded). */
-static void gemm_rm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
-                    const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                    void *C, int64_t ldc) {
-  op_gemm(dt, ta, tb, M, N, K, 1.0, A, lda, B, ldb, beta, C, ldc);
-}
-
-/* The output columns [ow0, ow1) whose input column ow*sw + off is inside
- * [0, W): the loops below copy that run and zero (or skip) the rest. */
-static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *ow0,
-                       int64_t *ow1) {
-  int64_t a = off >= 0 ? 0 : ceil_div(-off, sw), b = ceil_div(W - off, sw);
-  if (b > OW) b = OW;
-  if (a > b) a = b;
-  *ow0 = a;
-  *ow1 = b;
-}
-
-#define DEF_IM2COL(NAME, T)                                                              \
-  static void NAME(const T *x, const win_geom *g, T *col) {                              \
-    int64_t L = g->OH * g->OW;                                                           \
-    for (int64_t c = 0; c < g->C; c++)                                                   \
-      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
-        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
-          T *row = col + ((c * g->KH + ki) * g->KW + kj) * L;                            \
-          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
-          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
-            T *r = row + oh * g->OW;                                                     \
-            if (ih < 0 || ih >= g->H) {                                                  \
-              memset(r, 0, (size_t)g->OW * sizeof(T));                                   \
-              continue;                                                                  \
-            }                                                                            \
-            const T *xr = x + (c * g->H + ih) * g->W + off;                              \
-            for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                              \
-            if (g->sw == 1)                                                              \
-              memcpy(r + ow0, xr + ow0, (size_t)(ow1 - ow0) * sizeof(T));                \
-            else                                                                         \
-              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow * g->sw];             \
-            for (int64_t ow = ow1; ow < g->OW; ow++) r[ow] = 0;                          \
-          }                                                                              \
-        }                                                                                \
-  }
-
-/* x[C, H, W] += col2im(col): each column entry adds back where im2col read it. */
-#define DEF_COL2IM(NAME, T)                                                              \
-  static void NAME(const T *col, const win_geom *g, T *x) {                              \
-    int64_t L = g->OH * g->OW;                                                           \
-    for (int64_t c = 0; c < g->C; c++)                                                   \
-      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
-        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
-          const T *row = col + ((c * g->KH + ki) * g->KW + kj) * L;                      \
-          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
-          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
-            if (ih < 0 || ih >= g->H) continue;                                          \
-            const T *r = row + oh * g->OW;                                               \
-            T *xr = x + (c * g->H + ih) * g->W + off;                                    \
-            for (int64_t ow = ow0; ow < ow1; ow++) xr[ow * g->sw] += r[ow];              \
-          }                                                                              \
-        }                                                                                \
-  }
-
-DEF_IM2COL(im2col_f32, float)
-DEF_IM2COL(im2col_f64, double)
-DEF_COL2IM(col2im_f32, float)
-DEF_COL2IM(col2im_f64, double)
-
-static void im2col(kiln_dtype dt, const void *x, const win_geom *g, void *col) {
-  if (dt == KILN_DTYPE_F32) im2col_f32(x, g, col);
-  else im2col_f64(x, g, col);
-}
-static void col2im(kiln_dtype dt, const void *col, const win_geom *g, void *x) {
-  if (dt == KILN_DTYPE_F32) col2im_f32(col, g, x);
-  else col2im_f64(col, g, x);
-}
-
-static bool is_pointwise(const win_geom *g) {
-  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
 }
 
 /* t itself when contiguous, else a new contiguous copy (*own set). */
@@ -256,40 +164,11 @@ int op_conv2d_infer(const op_val *a, int n, op_meta *o, int m) {
   return 1;
 }
 
-/* One sample: out_b[O, L] = bias + W @ im2col(x_b), per group (group k
- * reads input channels k C.., weight rows and output channels k O/G..). */
-static void conv_one(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
-                     const char *bias, char *out, char *col) {
-  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
-  size_t es = kiln_dtype_size(dt);
-  if (bias)
-    for (int64_t o = 0; o < g->O; o++) {
-      if (dt == KILN_DTYPE_F32)
-        for (int64_t l = 0; l < L; l++) ((float *)out)[o * L + l] = ((const float *)bias)[o];
-      else
-        for (int64_t l = 0; l < L; l++) ((double *)out)[o * L + l] = ((const double *)bias)[o];
-    }
-  for (int64_t k = 0; k < g->G; k++) {
-    const char *xk = x + (size_t)(k * g->C * g->H * g->W) * es;
-    const char *c = xk;
-    if (!is_pointwise(g)) {
-      im2col(dt, xk, g, col);
-      c = col;
-    }
-    gemm_rm(dt, false, false, Og, L, K, w + (size_t)(k * Og * K) * es, K, c, L,
-            bias ? 1.0 : 0.0, out + (size_t)(k * Og * L) * es, L);
-  }
-}
-
 int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   win_geom g;
   kiln_tensor *xo = NULL, *wo = NULL, *bo = NULL;
-  char *cols = NULL;
   int rc = 0;
   conv_geom("aten::conv2d", a[0].t, a[1].t, &a[3], &a[4], &a[5], &a[6], &g);
-  kiln_dtype dt = a[0].t->dtype;
-  size_t es = kiln_dtype_size(dt);
-  int64_t L = g.OH * g.OW, K = g.C * g.KH * g.KW;
   if (g.N == 0 || g.O == 0) return 0;
   const kiln_tensor *x = contig(a[0].t, &xo), *w = contig(a[1].t, &wo);
   const kiln_tensor *b = a[2].tag == OP_VAL_TENSOR ? contig(a[2].t, &bo) : NULL;
@@ -297,33 +176,10 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
-  int nt = g.N > 1 ? omp_get_max_threads() : 1;
-  if (nt > g.N) nt = (int)g.N;
-  size_t col_bytes = 0, all_cols = 0;
-  if (!is_pointwise(&g) &&
-      (core_buf_bytes("aten::conv2d", (uint64_t)K, (uint64_t)L, es, &col_bytes) < 0 ||
-       core_buf_bytes("aten::conv2d", col_bytes, (uint64_t)nt, 1, &all_cols) < 0)) {
-    rc = KILN_ERR_INVALID;
-    goto done;
-  }
-  cols = core_alloc_aligned(all_cols + 64);
-  if (!cols) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  const char *xd = core_data(x), *wd = core_data(w), *bd = b ? core_data(b) : NULL;
-  char *od = core_data(o[0]);
-  int64_t xs = g.G * g.C * g.H * g.W * (int64_t)es, os = g.O * L * (int64_t)es;
-  if (nt > 1) {
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t i = 0; i < g.N; i++)
-      conv_one(dt, &g, xd + i * xs, wd, bd, od + i * os,
-               cols + (size_t)omp_get_thread_num() * col_bytes);
-  } else {
-    for (int64_t i = 0; i < g.N; i++) conv_one(dt, &g, xd + i * xs, wd, bd, od + i * os, cols);
-  }
+  /* Note [Conv batching] in conv_gemm.c */
+  rc = op_conv_forward(x->dtype, &g, core_data(x), core_data(w), b ? core_data(b) : NULL,
+                       core_data(o[0]));
 done:
-  core_free_aligned(cols);
   kiln_release(xo);
   kiln_release(wo);
   kiln_release(bo);
@@ -402,61 +258,16 @@ int op_convolution_backward_infer(const op_val *a, int n, op_meta *o, int m) {
   return 3;
 }
 
-/* One group of one sample: gW_part += gout @ col^T; gx = col2im(W^T @ gout). */
-static void conv_back_group(kiln_dtype dt, const win_geom *g, const bool *mask, const char *x,
-                            const char *w, const char *go, char *gx, char *gw, char *col,
-                            char *gcol) {
-  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
-  bool pw = is_pointwise(g);
-  if (mask[1]) {
-    const char *c = x;
-    if (!pw) {
-      im2col(dt, x, g, col);
-      c = col;
-    }
-    gemm_rm(dt, false, true, g->O, K, L, go, L, c, L, 1.0, gw, K);
-  }
-  if (mask[0]) {
-    if (pw) {
-      gemm_rm(dt, true, false, K, L, g->O, w, K, go, L, 0.0, gx, L);
-    } else {
-      gemm_rm(dt, true, false, K, L, g->O, w, K, go, L, 0.0, gcol, L);
-      memset(gx, 0, (size_t)(g->C * g->H * g->W) * kiln_dtype_size(dt));
-      col2im(dt, gcol, g, gx);
-    }
-  }
-}
-
-
-/* One sample: gW_part += gout_b @ col^T; gx_b = col2im(W^T @ gout_b),
- * per group. */
-static void conv_back_one(kiln_dtype dt, const win_geom *g, const bool *mask, const char *x,
-                          const char *w, const char *go, char *gx, char *gw, char *col,
-                          char *gcol) {
-  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
-  size_t es = kiln_dtype_size(dt);
-  for (int64_t k = 0; k < g->G; k++) {
-    size_t xo = (size_t)(k * g->C * g->H * g->W) * es, wo = (size_t)(k * Og * K) * es,
-           oo = (size_t)(k * Og * L) * es;
-    win_geom one = *g;
-    one.G = 1;
-    one.O = Og;
-    conv_back_group(dt, &one, mask, x + xo, w + wo, go + oo, gx + xo, gw + wo, col, gcol);
-  }
-}
-
 /* Masked-out outputs are returned as zeros of their shapes. */
 int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   win_geom g;
   bool mask[3];
   kiln_tensor *goo = NULL, *xo = NULL, *wo = NULL;
-  char *bufs = NULL;
   int rc = 0;
   mask_arg(&a[10], mask);
   conv_geom("aten::convolution_backward", a[1].t, a[2].t, &a[4], &a[5], &a[6], &a[9], &g);
   kiln_dtype dt = a[1].t->dtype;
-  size_t es = kiln_dtype_size(dt);
-  int64_t L = g.OH * g.OW, K = g.C * g.KH * g.KW;
+  int64_t L = g.OH * g.OW;
   for (int i = 0; i < 3; i++) memset(core_data(o[i]), 0, o[i]->storage->nbytes);
   if (g.N == 0 || g.O == 0) return 0;
   const kiln_tensor *go = contig(a[0].t, &goo), *x = contig(a[1].t, &xo),
@@ -478,52 +289,8 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
         else ((double *)core_data(o[2]))[c] += s;
       }
   }
-  if (!mask[0] && !mask[1]) goto done;
-  int nt = g.N > 1 ? omp_get_max_threads() : 1;
-  if (nt > g.N) nt = (int)g.N;
-  /* per thread: col [K, L], gcol [K, L], and (beyond thread 0) a partial gW */
-  /* Note [Byte sizes]: gw_b is w's bytes; col_b and the total are checked. */
-  size_t col_b = 0, gw_b = (size_t)(g.O * K) * es, all = 0;
-  if (!is_pointwise(&g) &&
-      core_buf_bytes("conv2d_backward", (uint64_t)K, (uint64_t)L, es, &col_b) < 0) {
-    rc = KILN_ERR_INVALID;
-    goto done;
-  }
-  size_t per = ((2 * col_b + gw_b) + 63) & ~(size_t)63; /* each term <= CORE_MAX_NBYTES */
-  if (core_buf_bytes("conv2d_backward", per, (uint64_t)nt, 1, &all) < 0) {
-    rc = KILN_ERR_INVALID;
-    goto done;
-  }
-  bufs = core_alloc_aligned(per * (size_t)nt + 64);
-  if (!bufs) {
-    rc = KILN_ERR_NOMEM;
-    goto done;
-  }
-  char *gxd = core_data(o[0]), *gwd = core_data(o[1]);
-  int64_t xs = g.G * g.C * g.H * g.W * (int64_t)es, gs = g.O * L * (int64_t)es;
-  if (nt > 1) {
-    memset(bufs, 0, per * (size_t)nt);
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t i = 0; i < g.N; i++) {
-      char *mine = bufs + (size_t)omp_get_thread_num() * per;
-      conv_back_one(dt, &g, mask, xd + i * xs, wd, god + i * gs, gxd + i * xs,
-                    mine + 2 * col_b, mine, mine + col_b);
-    }
-    if (mask[1]) /* reduce the per-thread weight gradients */
-      for (int t = 0; t < nt; t++) {
-        const char *part = bufs + (size_t)t * per + 2 * col_b;
-        for (int64_t j = 0; j < g.O * K; j++) {
-          if (dt == KILN_DTYPE_F32) ((float *)gwd)[j] += ((const float *)part)[j];
-          else ((double *)gwd)[j] += ((const double *)part)[j];
-        }
-      }
-  } else {
-    for (int64_t i = 0; i < g.N; i++)
-      conv_back_one(dt, &g, mask, xd + i * xs, wd, god + i * gs, gxd + i * xs, gwd, bufs,
-                    bufs + col_b);
-  }
+  rc = op_conv_backward(dt, &g, mask, xd, wd, god, core_data(o[0]), core_data(o[1]));
 done:
-  core_free_aligned(bufs);
   kiln_release(goo);
   kiln_release(xo);
   kiln_release(wo);

@@ -1,0 +1,270 @@
+/* src/ops/conv_gemm.c: conv2d's forward and backward kernels as GEMMs
+ * over the im2col'd images of a whole batch (Note [Conv layout] in conv.c).
+ *
+ * Note [Conv batching]: one GEMM per image has as many columns as the
+ * image has output positions, which at resnet18's later stages is tiny
+ * (2x2 or 4x4: 4 or 16 columns against the AVX-512 kernel's 32-wide
+ * panels, mostly zero padding), and every image packs the whole weight
+ * matrix again. So the images of a chunk (as many as keep each scratch
+ * matrix under op_conv_chunk_bytes; the whole batch at resnet18's sizes) are
+ * laid side by side: col[K, n L] holds image j's im2col in columns
+ * [j L, (j + 1) L), and one GEMM per group does the chunk:
+ *   forward      out'[O, n L] = W[O, K] @ col, then scattered to [n, O, L]
+ *                with the bias added;
+ *   grad weight  gW[O, K] += gout'[O, n L] @ col^T (gout' gathered from
+ *                [n, O, L]), the sum over the chunk's images and positions
+ *                inside the GEMM;
+ *   grad input   gcol[K, n L] = W^T @ gout', then col2im of each image.
+ * The GEMMs thread themselves (Note [BLAS threads] in gemm.c); the
+ * im2col, col2im, gather and scatter loops run over the images in
+ * parallel. A chunk of one image with a pointwise kernel (1x1, stride 1,
+ * no padding) reads the input and writes the output in place: no copies.
+ * The K order of every dot product is the per-image one, so forward
+ * results do not depend on the chunking; the weight gradient sums the
+ * images inside one GEMM (not per thread), which rounds differently. */
+#include <omp.h>
+#include <string.h>
+
+#include "conv.h"
+
+size_t op_conv_chunk_bytes = (size_t)32 << 20;
+
+static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
+
+/* The output columns [ow0, ow1) whose input column ow*sw + off is inside
+ * [0, W): the loops below copy that run and zero (or skip) the rest. */
+static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *ow0,
+                       int64_t *ow1) {
+  int64_t a = off >= 0 ? 0 : ceil_div(-off, sw), b = ceil_div(W - off, sw);
+  if (b > OW) b = OW;
+  if (a > b) a = b;
+  *ow0 = a;
+  *ow1 = b;
+}
+
+/* col[row (c, ki, kj), (oh, ow)] at col[row * ld + oh * OW + ow] = x[c,
+ * ih, iw] (0 in the padding) for one image's g->C channels. */
+#define DEF_IM2COL(NAME, T)                                                              \
+  static void NAME(const T *x, const win_geom *g, T *col, int64_t ld) {                  \
+    for (int64_t c = 0; c < g->C; c++)                                                   \
+      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
+        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
+          T *row = col + ((c * g->KH + ki) * g->KW + kj) * ld;                           \
+          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
+          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
+          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
+            T *r = row + oh * g->OW;                                                     \
+            if (ih < 0 || ih >= g->H) {                                                  \
+              memset(r, 0, (size_t)g->OW * sizeof(T));                                   \
+              continue;                                                                  \
+            }                                                                            \
+            const T *xr = x + (c * g->H + ih) * g->W + off;                              \
+            for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                              \
+            if (g->sw == 1)                                                              \
+              memcpy(r + ow0, xr + ow0, (size_t)(ow1 - ow0) * sizeof(T));                \
+            else                                                                         \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow * g->sw];             \
+            for (int64_t ow = ow1; ow < g->OW; ow++) r[ow] = 0;                          \
+          }                                                                              \
+        }                                                                                \
+  }
+
+/* x[C, H, W] += col2im(col): each column entry adds back where im2col read
+ * it (rows of col ld apart). */
+#define DEF_COL2IM(NAME, T)                                                              \
+  static void NAME(const T *col, const win_geom *g, T *x, int64_t ld) {                  \
+    for (int64_t c = 0; c < g->C; c++)                                                   \
+      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
+        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
+          const T *row = col + ((c * g->KH + ki) * g->KW + kj) * ld;                     \
+          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
+          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
+          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
+            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
+            if (ih < 0 || ih >= g->H) continue;                                          \
+            const T *r = row + oh * g->OW;                                               \
+            T *xr = x + (c * g->H + ih) * g->W + off;                                    \
+            if (g->sw == 1)                                                              \
+              for (int64_t ow = ow0; ow < ow1; ow++) xr[ow] += r[ow];                    \
+            else                                                                         \
+              for (int64_t ow = ow0; ow < ow1; ow++) xr[ow * g->sw] += r[ow];            \
+          }                                                                              \
+        }                                                                                \
+  }
+
+DEF_IM2COL(im2col_f32, float)
+DEF_IM2COL(im2col_f64, double)
+DEF_COL2IM(col2im_f32, float)
+DEF_COL2IM(col2im_f64, double)
+
+static bool is_pointwise(const win_geom *g) {
+  return g->KH == 1 && g->KW == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0;
+}
+
+/* A loop over n images runs in parallel when there are several and the
+ * work (elements touched) is worth a parallel region. */
+#define PAR_IMAGES(n, work) ((n) > 1 && (work) >= OP_PARALLEL_MIN)
+
+/* im2col of n images (group channels at x, images xs elements apart) into
+ * col[K, n L]: image j's columns start at j L. */
+static void im2col_images(kiln_dtype dt, const win_geom *g, const char *x, int64_t xs,
+                          int64_t n, char *col, int64_t ld) {
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
+  size_t es = kiln_dtype_size(dt);
+#pragma omp parallel for schedule(static) if (PAR_IMAGES(n, n * K * L))
+  for (int64_t j = 0; j < n; j++) {
+    const char *xj = x + (size_t)(j * xs) * es;
+    char *cj = col + (size_t)(j * L) * es;
+    if (dt == KILN_DTYPE_F32) im2col_f32((const float *)xj, g, (float *)cj, ld);
+    else im2col_f64((const double *)xj, g, (double *)cj, ld);
+  }
+}
+
+/* The inverse scatter-add of im2col_images into n images of gx. */
+static void col2im_images(kiln_dtype dt, const win_geom *g, const char *col, int64_t ld,
+                          char *gx, int64_t xs, int64_t n) {
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
+  size_t es = kiln_dtype_size(dt);
+#pragma omp parallel for schedule(static) if (PAR_IMAGES(n, n * K * L))
+  for (int64_t j = 0; j < n; j++) {
+    const char *cj = col + (size_t)(j * L) * es;
+    char *xj = gx + (size_t)(j * xs) * es;
+    if (dt == KILN_DTYPE_F32) col2im_f32((const float *)cj, g, (float *)xj, ld);
+    else col2im_f64((const double *)cj, g, (double *)xj, ld);
+  }
+}
+
+/* Rows o of m[O, n L] <-> images [n, O, L]: to_images scatters m into
+ * img (adding bias[o] if given), else gathers img into m. */
+static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
+                    const char *bias, bool to_images) {
+  size_t es = kiln_dtype_size(dt);
+  int64_t ld = n * L;
+#pragma omp parallel for schedule(static) if (PAR_IMAGES(n, n * O * L))
+  for (int64_t j = 0; j < n; j++)
+    for (int64_t o = 0; o < O; o++) {
+      char *mr = m + (size_t)(o * ld + j * L) * es, *ir = img + (size_t)((j * O + o) * L) * es;
+      if (!to_images) {
+        memcpy(mr, ir, (size_t)L * es);
+      } else if (!bias) {
+        memcpy(ir, mr, (size_t)L * es);
+      } else if (dt == KILN_DTYPE_F32) {
+        float b = ((const float *)bias)[o];
+        for (int64_t l = 0; l < L; l++) ((float *)ir)[l] = ((const float *)mr)[l] + b;
+      } else {
+        double b = ((const double *)bias)[o];
+        for (int64_t l = 0; l < L; l++) ((double *)ir)[l] = ((const double *)mr)[l] + b;
+      }
+    }
+}
+
+/* Images per chunk (>= 1) so that each [max(K, O), n L] scratch matrix
+ * stays under op_conv_chunk_bytes; -1 with the error set if one image's is
+ * too large to allocate. */
+static int64_t chunk_images(const char *fn, const win_geom *g, size_t es, size_t *per) {
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW;
+  if (core_buf_bytes(fn, (uint64_t)(K > g->O ? K : g->O), (uint64_t)L, es, per) < 0) return -1;
+  int64_t nb = *per ? (int64_t)(op_conv_chunk_bytes / *per) : g->N;
+  return nb < 1 ? 1 : nb > g->N ? g->N : nb;
+}
+
+/* A scratch block of n * per bytes (n <= 3 matrices); NULL with the error
+ * set on failure. */
+static char *scratch(const char *fn, size_t per, int64_t nb, int n, size_t *block) {
+  size_t all = 0;
+  if (core_buf_bytes(fn, per, (uint64_t)nb, (uint64_t)n, &all) < 0) return NULL;
+  char *p = core_block_alloc(all ? all : 64, block);
+  if (!p) core_error(KILN_ERR_NOMEM, "%s: out of memory for %zu bytes of scratch", fn, all);
+  return p;
+}
+
+int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
+                    const char *bias, char *out) {
+  const char *fn = "aten::conv2d";
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  int64_t xs = g->G * g->C * g->H * g->W, os = g->O * L, gxs = g->C * g->H * g->W;
+  size_t es = kiln_dtype_size(dt), per = 0, block = 0;
+  int64_t nb = chunk_images(fn, g, es, &per);
+  if (nb < 0) return KILN_ERR_INVALID;
+  bool direct = nb == 1 && is_pointwise(g); /* the input is col */
+  char *buf = scratch(fn, per, nb, 2, &block);
+  if (!buf) return KILN_ERR_NOMEM;
+  char *col = buf, *mid = buf + per * (size_t)nb; /* col [K, nL]; out' [O, nL] */
+  for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
+    int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
+    for (int64_t k = 0; k < g->G; k++) {
+      const char *b = x + (size_t)(i0 * xs + k * gxs) * es, *wk = w + (size_t)(k * Og * K) * es;
+      int64_t ldb = L;
+      if (!direct) {
+        im2col_images(dt, g, b, xs, n, col, ld);
+        b = col, ldb = ld;
+      }
+      if (n > 1) {
+        op_gemm(dt, false, false, Og, ld, K, 1.0, wk, K, b, ldb, 0.0,
+                mid + (size_t)(k * Og * ld) * es, ld);
+        continue;
+      }
+      /* one image: straight into the output, the bias as its addend */
+      char *c = out + (size_t)(i0 * os + k * Og * L) * es;
+      for (int64_t o = 0; bias && o < Og; o++)
+        for (int64_t l = 0; l < L; l++) {
+          if (dt == KILN_DTYPE_F32) ((float *)c)[o * L + l] = ((const float *)bias)[k * Og + o];
+          else ((double *)c)[o * L + l] = ((const double *)bias)[k * Og + o];
+        }
+      op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, bias ? 1.0 : 0.0, c, L);
+    }
+    if (n > 1) regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, bias, true);
+  }
+  core_block_free(buf, block);
+  return 0;
+}
+
+int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const char *x,
+                     const char *w, const char *go, char *gx, char *gw) {
+  const char *fn = "aten::convolution_backward";
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  int64_t xs = g->G * g->C * g->H * g->W, os = g->O * L, gxs = g->C * g->H * g->W;
+  size_t es = kiln_dtype_size(dt), per = 0, block = 0;
+  if (!mask[0] && !mask[1]) return 0;
+  int64_t nb = chunk_images(fn, g, es, &per);
+  if (nb < 0) return KILN_ERR_INVALID;
+  bool direct = nb == 1 && is_pointwise(g);
+  char *buf = scratch(fn, per, nb, 3, &block);
+  if (!buf) return KILN_ERR_NOMEM;
+  size_t m = per * (size_t)nb;
+  char *col = buf, *gcol = buf + m, *got = buf + 2 * m; /* [K, nL], [K, nL], [O, nL] */
+  for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
+    int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
+    const char *gt = go + (size_t)(i0 * os) * es;
+    int64_t ldg = L;
+    if (n > 1) {
+      regroup(dt, g->O, L, n, got, (char *)gt, NULL, false);
+      gt = got, ldg = ld;
+    }
+    for (int64_t k = 0; k < g->G; k++) {
+      const char *gk = gt + (size_t)(k * Og * ldg) * es, *wk = w + (size_t)(k * Og * K) * es;
+      if (mask[1]) {
+        const char *b = x + (size_t)(i0 * xs + k * gxs) * es;
+        int64_t ldb = L;
+        if (!direct) {
+          im2col_images(dt, g, b, xs, n, col, ld);
+          b = col, ldb = ld;
+        }
+        op_gemm(dt, false, true, Og, K, ld, 1.0, gk, ldg, b, ldb, 1.0,
+                gw + (size_t)(k * Og * K) * es, K);
+      }
+      if (mask[0]) {
+        char *gxk = gx + (size_t)(i0 * xs + k * gxs) * es;
+        if (direct) {
+          op_gemm(dt, true, false, K, L, Og, 1.0, wk, K, gk, ldg, 1.0, gxk, L);
+        } else {
+          op_gemm(dt, true, false, K, ld, Og, 1.0, wk, K, gk, ldg, 0.0, gcol, ld);
+          col2im_images(dt, g, gcol, ld, gxk, xs, n);
+        }
+      }
+    }
+  }
+  core_block_free(buf, block);
+  return 0;
+}
