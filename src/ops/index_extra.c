@@ -124,22 +124,27 @@ int op_as_strided_scatter_decompose(const op_val *a, int n, kiln_tensor **outs, 
   int nd = a[2].ints.n;
   const int64_t *sz = a[2].ints.v, *st = a[3].ints.v;
   int64_t off = a[4].tag == OP_VAL_INT ? a[4].i : 0, total = core_numel(x->ndim, x->shape), cnt = 1;
+  int64_t last = off, step; /* the last element the view reaches */
+  bool bad = off < 0;
   for (int i = 0; i < nd; i++) {
     if (sz[i] < 0 || st[i] < 0)
       return core_error(KILN_ERR_INVALID, "%s: negative size or stride in dim %d", fn, i);
     if (__builtin_mul_overflow(cnt, sz[i], &cnt))
       return core_error(KILN_ERR_INVALID, "%s: size overflows", fn);
+    if (sz[i] && (__builtin_mul_overflow(sz[i] - 1, st[i], &step) ||
+                  __builtin_add_overflow(last, step, &last)))
+      bad = true;
   }
+  if (cnt && (bad || last >= total))
+    return core_error(KILN_ERR_INVALID, "%s: setStorage: sizes, strides and storage offset %lld "
+                      "are out of bounds for storage of %lld elements", fn, (long long)off,
+                      (long long)total);
   kiln_tensor *lin = kiln_zeros(nd, sz, KILN_DTYPE_I64);
   if (!lin) return op_failed_status();
   int64_t *p = core_data(lin), idx[KILN_MAX_DIMS] = {0};
   for (int64_t k = 0; k < cnt; k++) {
     int64_t e = off;
     for (int i = 0; i < nd; i++) e += idx[i] * st[i];
-    if (off < 0 || e >= total)
-      return core_error(KILN_ERR_INVALID, "%s: setStorage: sizes %s, strides and storage offset "
-                        "%lld are out of bounds for storage of %lld elements", fn,
-                        kiln_shape_str(lin, (char[64]){0}, 64), (long long)off, (long long)total);
     p[k] = e;
     for (int i = nd - 1; i >= 0 && ++idx[i] == sz[i]; i--) idx[i] = 0;
   }

@@ -196,5 +196,9 @@ TEST(sortidx_bad_arguments) {
   expect_error("as_strided_scatter bounds", op_call(KILN_OP_AS_STRIDED_SCATTER, (op_val[]){OPV_T(x),
                OPV_T(x), OPV_INTS(S23, 2), OPV_INTS(((int64_t[]){3, 1}), 2), OPV_I(1)}, 5, o, 3),
                "aten::as_strided_scatter", "out of bounds for storage of 6 elements");
+  int64_t four[1] = {4}, huge[1] = {(int64_t)1 << 62}; /* (4 - 1) * 2^62 overflows int64 */
+  expect_error("as_strided_scatter overflow", op_call(KILN_OP_AS_STRIDED_SCATTER, (op_val[]){OPV_T(x),
+               OPV_T(kiln_zeros(1, four, KILN_DTYPE_F32)), OPV_INTS(four, 1), OPV_INTS(huge, 1),
+               OPV_I(0)}, 5, o, 3), "aten::as_strided_scatter", "out of bounds for storage");
   kiln_scope_end();
 }
