@@ -662,6 +662,12 @@ int op_index_copy_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
     return rc;
   int d = core_wrap_dim(fn, a[1].i, x->ndim);
   if (d < 0) return KILN_ERR_INVALID;
+  if (x->dtype == KILN_DTYPE_BOOL && src->dtype == KILN_DTYPE_BOOL) { /* index_add has no bool */
+    kiln_tensor *o[1];
+    rc = op_index_copy_decompose((op_val[]){OPV_T(kiln_to_dtype(x, KILN_DTYPE_I64)), a[1], a[2],
+                                            OPV_T(kiln_to_dtype(src, KILN_DTYPE_I64))}, 4, o, 1);
+    return rc < 0 ? rc : op_out1(kiln_to_dtype(o[0], KILN_DTYPE_BOOL), outs);
+  }
   kiln_tensor *m = index_mask(x, d, ix);
   kiln_tensor *z = m ? op_call1(KILN_OP_WHERE, (op_val[]){OPV_T(m), OPV_I(0), OPV_T(x)}, 3) : NULL;
   return op_out1(z ? op_call1(KILN_OP_INDEX_ADD,
