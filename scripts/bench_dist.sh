@@ -3,7 +3,9 @@
 # under MPI=1 (issue 18): `kiln train --dist` on 1 and 2 ranks of one
 # thread each (with and without KILN_DIST_PROGRESS_THREAD=1, and 1 rank of
 # 2 threads, for comparison), for the MLP with
-# --bucket-mb 0.25 and for the CNN, in eager mode. Prints one line per run:
+# --bucket-mb 0.25 and for the CNN, in eager mode; then the MLP in lazy
+# mode (--sync step) on 1 and 2 ranks (LAZY_CFGS), whose overlap is that
+# of the all-reduce nodes in the step's graph. Prints one line per run:
 #   mlp_dist_samples_per_s ranks=2 threads=1  <samples/s>  overlap <pct>
 # (samples/s of the training steps, all ranks together; overlap = 1 -
 # waiting at the end of backward / all-reduce span, from the reducer).
@@ -15,9 +17,11 @@ REPS=${REPS:-3}
 MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to none"
 T=$(mktemp -d /tmp/kiln-bench-dist.XXXXXX)
 CFGS=${CFGS:-"1_1 2_1 2_1t 1_2"}  # ranks_threads, t: with the progress thread
-run() { # model ranks threads steps progress-thread -> "samples overlap"
+LAZY_CFGS=${LAZY_CFGS:-"1_1 2_1"}
+run() { # model ranks threads steps progress-thread [mode] -> "samples overlap"
   extra=""
   [ "$1" = mlp ] && extra="--bucket-mb 0.25"
+  [ -n "$6" ] && extra="$extra --mode $6 --sync step"
   KILN_DIST_PROGRESS_THREAD=$5 OMP_NUM_THREADS=$3 $MPIRUN -np $2 -x OMP_NUM_THREADS \
     -x KILN_DIST_PROGRESS_THREAD $KILN train --dist --model $1 --batch 128 \
     --steps $4 --limit-train 16384 --limit-test 100 --epochs 1 $extra > $T/out 2>&1 || {
@@ -47,5 +51,18 @@ for model in mlp cnn; do
     case $2 in *t) note=" (progress thread)";; esac
     printf "%s_dist_samples_per_s ranks=%s threads=%s %10s  overlap %s%%%s\n" $model $1 ${2%t} $sps $ov "$note"
   done
+done
+for cfg in $LAZY_CFGS; do :> $T/lazy.$cfg; done
+for r in $(seq $REPS); do
+  for cfg in $LAZY_CFGS; do
+    set -- $(echo $cfg | tr _ ' ')
+    run mlp $1 $2 120 0 lazy >> $T/lazy.$cfg
+  done
+done
+for cfg in $LAZY_CFGS; do
+  set -- $(echo $cfg | tr _ ' ')
+  sps=$(cut -d' ' -f1 $T/lazy.$cfg | median)
+  ov=$(cut -d' ' -f2 $T/lazy.$cfg | median)
+  printf "mlp_dist_lazy_samples_per_s ranks=%s threads=%s %10s  overlap %s%%\n" $1 $2 $sps $ov
 done
 rm -rf $T

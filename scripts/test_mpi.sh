@@ -71,7 +71,10 @@ for path in sys.argv[1:3]:
     print("  lazy --sync %s: %d graphs per step, %d compiled, on %s" % (sys.argv[3], per, c[-1]["UncachedCompile"], path.split("/")[-1]))
 PY
   then ok "lazy --sync $sync: graphs per step pinned on 2 ranks"; else bad "lazy --sync $sync counters"; fi
-  grep -q "aten::kiln_all_reduce(" $T/log.out && ok "lazy --sync $sync: KILN_JIT_LOG=lazy shows aten::kiln_all_reduce" || bad "no all-reduce node in the lazy graph"
+  grep -q "aten::kiln_all_reduce_start(" $T/log.out && grep -q "aten::kiln_all_reduce_wait(" $T/log.out &&
+    ok "lazy --sync $sync: KILN_JIT_LOG=lazy shows aten::kiln_all_reduce_start and _wait" || bad "no all-reduce nodes in the lazy graph"
+  grep -qE "^dist: 2 ranks.*all-reduce [0-9.]+ms, waiting [0-9.]+ms, overlap -?[0-9]+%" $T/l2.out &&
+    ok "lazy --sync $sync: overlap reported ($(sed -n 's/.*\(overlap [0-9]*%\).*/\1/p' $T/l2.out))" || bad "lazy --sync $sync: no overlap in the dist summary"
 done
 
 # a rank killed with -9 / stopped: the other exits non-zero within the timeout

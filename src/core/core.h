@@ -137,11 +137,12 @@ struct kiln_tensor {
  *   op_rebase_history_hook: src/autograd/inplace.c
  *   op_view_of_hook: src/autograd/inplace.c
  *   op_saved_result_hook: src/autograd/inplace.c
- *   op_all_reduce_hook: src/dist/comm.c
- * op_all_reduce_hook (src/ops/collective.h) is the one hook set at run
- * time instead of by a constructor: kiln_dist_init sets it and
- * kiln_dist_finalize clears it, NULL while MPI is not initialised (Note
- * [All-reduce node] in src/ops/collective.c).
+ *   op_all_reduce_start_hook: src/dist/comm.c
+ *   op_all_reduce_wait_hook: src/dist/comm.c
+ * The two all-reduce hooks (src/ops/collective.h) are the ones set at run
+ * time instead of by a constructor: kiln_dist_init sets them and
+ * kiln_dist_finalize clears them, NULL while MPI is not initialised (Note
+ * [All-reduce start and wait] in src/ops/collective.c).
  * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
  * functions in src/autograd/engine.c write it.) Callers test a hook for
  * NULL, or call it only on a tensor the upper layer made (a lazy tensor

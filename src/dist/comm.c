@@ -20,7 +20,18 @@
  * mpi_lock (SERIALIZED: one thread in MPI at a time). Off by default: on a
  * machine with as many ranks as cores the thread takes CPU from the
  * compute, and the engine's tests between nodes (Note [Progress] in
- * reducer.c) already come often. */
+ * reducer.c) already come often.
+ *
+ * Note [Graph all-reduces]: the sums that aten::kiln_all_reduce_start
+ * began (Note [All-reduce start and wait] in src/ops/collective.c) are kept
+ * here in start order, each under its buffer's address, until the wait
+ * that names the buffer. While any is pending the executor calls
+ * graph_progress after every instruction (Note [Run progress] in
+ * src/exec/code.h), which tests them in order at most every 20 us, as the
+ * engine's callback does for eager buckets (Note [Progress] in
+ * reducer.c). Their statistics: comm is the span from the first start to
+ * the last completion of each run of all-reduces (from an empty list back
+ * to empty), wait the time spent blocked inside the waits. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -28,6 +39,7 @@
 #include <time.h>
 
 #include "dist.h"
+#include "exec/code.h"
 #include "ops/collective.h"
 
 static double timeout_s = 300;
@@ -99,7 +111,9 @@ static int need_init(const char *what) {
   return core_error(KILN_ERR_STATE, "dist: %s before kiln_dist_init", what);
 }
 
-static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group);
+static int start_hook(void *buf, int64_t n, kiln_dtype dt, int group);
+static int wait_hook(void *buf, int64_t n);
+static void graph_reqs_free(void);
 
 kiln_status kiln_dist_init(void) {
   int flag = 0, provided = 0, err;
@@ -127,14 +141,17 @@ kiln_status kiln_dist_init(void) {
   MPI_Comm_rank(MPI_COMM_WORLD, &my_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   inited = true;
-  op_all_reduce_hook = op_hook;
+  op_all_reduce_start_hook = start_hook;
+  op_all_reduce_wait_hook = wait_hook;
   return KILN_OK;
 }
 
 kiln_status kiln_dist_finalize(void) {
   if (!inited) return KILN_OK;
   inited = false;
-  op_all_reduce_hook = NULL;
+  op_all_reduce_start_hook = NULL;
+  op_all_reduce_wait_hook = NULL;
+  graph_reqs_free();
   if (use_thread) {
     pthread_mutex_lock(&mpi_lock);
     thread_stop = true;
@@ -206,17 +223,101 @@ dist_req *dist_iallreduce_sum(void *buf, int64_t n, kiln_dtype dt) {
   return r;
 }
 
-/* aten::kiln_all_reduce's kernel (Note [All-reduce node]); group 0 is the world. */
-static int op_hook(void *buf, int64_t n, kiln_dtype dt, int group) {
+/* Note [Graph all-reduces] */
+typedef struct graph_req {
+  void *buf;
+  int64_t n;
+  dist_req *r;
+  double t_done; /* 0 until seen complete */
+} graph_req;
+
+static graph_req *greqs;
+static int n_greqs, cap_greqs;
+static double g_first, g_last_done, g_last_test, g_wait_s, g_comm_s;
+
+static void graph_progress(void *ud) {
+  (void)ud;
+  double now = dist_now();
+  if (now - g_last_test < 20e-6) return;
+  g_last_test = now;
+  for (int k = 0; k < n_greqs; k++) {
+    if (greqs[k].t_done > 0) continue;
+    if (dist_test(greqs[k].r) <= 0) break; /* an error: the wait reports it */
+    greqs[k].t_done = dist_now();
+  }
+}
+
+static void graph_reqs_free(void) {
+  for (int k = 0; k < n_greqs; k++) dist_req_free(greqs[k].r);
+  core_free(greqs);
+  greqs = NULL;
+  n_greqs = cap_greqs = 0;
+  exec_set_run_progress(NULL, NULL);
+}
+
+/* aten::kiln_all_reduce_start's hook; group 0 is the world. */
+static int start_hook(void *buf, int64_t n, kiln_dtype dt, int group) {
   if (group != 0)
     return core_error(KILN_ERR_UNSUPPORTED, "dist: all-reduce over group %d (only 0, the world)",
                       group);
+  for (int k = 0; k < n_greqs; k++)
+    if (greqs[k].buf == buf)
+      return core_error(KILN_ERR_STATE,
+                        "dist: an all-reduce on this buffer is still in flight (a graph failed "
+                        "between aten::kiln_all_reduce_start and its wait)");
+  if (n_greqs == cap_greqs) {
+    int cap = cap_greqs ? 2 * cap_greqs : 16;
+    graph_req *v = core_realloc(greqs, (size_t)cap * sizeof *v);
+    if (!v) return core_error(KILN_ERR_NOMEM, "dist: out of memory");
+    greqs = v;
+    cap_greqs = cap;
+  }
   dist_req *r = dist_iallreduce_sum(buf, n, dt);
-  if (!r) return KILN_ERR_STATE;
-  int rc = dist_wait(r, timeout_s);
-  if (rc < 0) core_error_prefix("aten::kiln_all_reduce of %lld elements: ", (long long)n);
-  else dist_req_free(r);
-  return rc;
+  if (!r) {
+    core_error_prefix("aten::kiln_all_reduce_start of %lld elements: ", (long long)n);
+    return KILN_ERR_STATE;
+  }
+  if (n_greqs == 0) g_first = dist_now();
+  greqs[n_greqs++] = (graph_req){buf, n, r, 0};
+  exec_set_run_progress(graph_progress, NULL);
+  return 0;
+}
+
+/* aten::kiln_all_reduce_wait's hook: waits for the sum started on buf. */
+static int wait_hook(void *buf, int64_t n) {
+  int k = 0;
+  while (k < n_greqs && (greqs[k].buf != buf || greqs[k].n != n)) k++;
+  if (k == n_greqs)
+    return core_error(KILN_ERR_STATE,
+                      "aten::kiln_all_reduce_wait: no all-reduce of %lld elements was started "
+                      "on its input (it must be aten::kiln_all_reduce_start's output)",
+                      (long long)n);
+  graph_req *q = &greqs[k];
+  double t0 = dist_now();
+  int rc = dist_wait(q->r, timeout_s);
+  double t1 = dist_now();
+  if (rc < 0) {
+    core_error_prefix("aten::kiln_all_reduce_wait of %lld elements (all-reduce %d of %d in "
+                      "flight): ",
+                      (long long)n, k + 1, n_greqs);
+    return rc;
+  }
+  g_wait_s += t1 - t0;
+  if (q->t_done <= 0) q->t_done = t1;
+  if (q->t_done > g_last_done) g_last_done = q->t_done;
+  dist_req_free(q->r);
+  memmove(q, q + 1, (size_t)(n_greqs - k - 1) * sizeof *q);
+  if (--n_greqs == 0) {
+    g_comm_s += g_last_done > g_first ? g_last_done - g_first : 0;
+    g_last_done = 0;
+    exec_set_run_progress(NULL, NULL);
+  }
+  return 0;
+}
+
+void dist_graph_stats(double *wait_seconds, double *comm_seconds) {
+  *wait_seconds = g_wait_s;
+  *comm_seconds = g_comm_s;
 }
 
 int dist_test(dist_req *r) {
@@ -339,6 +440,9 @@ kiln_status kiln_dist_all_reduce_f64(double *v, int n, kiln_dist_op op) {
   return no_mpi("kiln_dist_all_reduce_f64");
 }
 kiln_status kiln_dist_barrier(void) { return no_mpi("kiln_dist_barrier"); }
+void dist_graph_stats(double *wait_seconds, double *comm_seconds) {
+  *wait_seconds = *comm_seconds = 0;
+}
 
 #endif
 

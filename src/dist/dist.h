@@ -28,6 +28,11 @@ int dist_bcast_bytes(void *buf, size_t nbytes, int root);
 /* In-place all-reduce of n int64 with MAX or MIN (op: kiln_dist_op). */
 int dist_allreduce_i64(int64_t *v, int n, int op);
 
+/* The all-reduces that graphs started and waited for (Note [Graph
+ * all-reduces] in comm.c), over the process: seconds blocked in the waits
+ * and the summed spans from first start to last completion. */
+void dist_graph_stats(double *wait_seconds, double *comm_seconds);
+
 /* Seconds since an arbitrary start (monotonic). */
 double dist_now(void);
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "dist.h"
+#include "ops/collective.h"
 
 typedef struct bucket {
   kiln_tensor *buf;    /* flat [numel], owned */
@@ -357,10 +358,12 @@ done:
 
 /* Note [Lazy reduction]: on lazy parameters nothing has run when the
  * backward returns, so the reducer records, per bucket, the flattened
- * gradients' concatenation, one aten::kiln_all_reduce node (Note
- * [All-reduce node] in src/ops/collective.c) and the views back into
- * .grad: the reduction becomes part of the step's graph, which runs at
- * the next mark_step. Which parameters have gradients is known when the
+ * gradients' concatenation, an aten::kiln_all_reduce_start node and its
+ * aten::kiln_all_reduce_wait (Note [All-reduce start and wait] in
+ * src/ops/collective.c) and the views back into .grad: the reduction
+ * becomes part of the step's graph, which runs at the next mark_step, each
+ * bucket's all-reduce started right after the gradients it sums and waited
+ * for just before the optimizer reads it (pass_schedule_collectives). Which parameters have gradients is known when the
  * recording ends; the ranks compare it (MAX/MIN all-reduce) first, so a
  * disagreement fails naming the parameter before any graph runs. The
  * layout stays in registration order reversed (hooks firing during a
@@ -400,7 +403,8 @@ static int lazy_finish(kiln_dist_reducer *r) {
     kiln_tensor *flat = np == 1 ? parts[0] : np ? kiln_cat(parts, np, 0) : NULL;
     core_free(parts);
     if (np == 0) continue;
-    kiln_tensor *red = flat ? kiln_all_reduce(flat, world, 0) : NULL;
+    kiln_tensor *started = flat ? op_all_reduce_start(flat, world, 0) : NULL;
+    kiln_tensor *red = started ? op_all_reduce_wait(started, world, 0) : NULL;
     if (!red) {
       rc = KILN_ERR_STATE;
       break;
@@ -565,6 +569,11 @@ void kiln_dist_reducer_stats(const kiln_dist_reducer *r, kiln_dist_stats *s) {
   if (!s) return;
   memset(s, 0, sizeof *s);
   if (r) *s = r->st;
+  if (r && r->lazy && kiln_dist_world_size() > 1) {
+    /* the graphs' all-reduces (Note [Graph all-reduces] in comm.c) */
+    dist_graph_stats(&s->wait_seconds, &s->comm_seconds);
+    s->overlap = s->comm_seconds > 0 ? 1 - s->wait_seconds / s->comm_seconds : 0;
+  }
 }
 
 int kiln_dist_reducer_bucket(const kiln_dist_reducer *r, int b, int *idx, int cap) {

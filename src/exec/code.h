@@ -75,4 +75,13 @@ int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outp
  * reuse]). */
 int exec_code_run_owned(const exec_code *c, exec_value *inputs, exec_value *outputs);
 
+/* Note [Run progress]: fn(ud), when set, is called after every
+ * instruction that code run on the calling thread executes; the dist layer
+ * sets it while non-blocking all-reduces that a graph started are pending
+ * (Note [All-reduce start and wait] in src/ops/collective.c), to test them
+ * (MPI progresses them only inside MPI calls), and clears it (NULL) when
+ * none is. fn rate-limits itself; it must not fail or run code. The
+ * setting is the calling thread's. */
+void exec_set_run_progress(void (*fn)(void *ud), void *ud);
+
 #endif

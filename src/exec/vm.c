@@ -171,6 +171,15 @@ done:
   return rc;
 }
 
+/* Note [Run progress] in code.h */
+static _Thread_local void (*run_progress)(void *ud);
+static _Thread_local void *run_progress_ud;
+
+void exec_set_run_progress(void (*fn)(void *ud), void *ud) {
+  run_progress = fn;
+  run_progress_ud = ud;
+}
+
 /* inputs are copied, or moved (and cleared) when owned */
 static int run_code(const exec_code *c, exec_value *inputs, bool owned, exec_value *outputs) {
   exec_value small[64], *regs = small;
@@ -242,6 +251,7 @@ static int run_code(const exec_code *c, exec_value *inputs, bool owned, exec_val
       break;
     }
     for (int i = 0; i < x->n_free; i++) exec_value_clear(&regs[x->free[i]]);
+    if (run_progress) run_progress(run_progress_ud);
   }
   if (rc >= 0)
     for (int i = 0; i < c->n_outputs; i++) outputs[i] = exec_value_copy(&regs[c->output_regs[i]]);

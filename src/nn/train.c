@@ -643,10 +643,9 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
       kiln_dist_reducer_stats(t.red, &ds);
       fprintf(out, "dist: %d ranks, %d buckets%s, %" PRId64 " reductions", t.world,
               ds.n_buckets, ds.rebuilt ? " (rebuilt)" : "", ds.n_reductions);
-      if (lazy_mode(&t)) fprintf(out, " (all-reduce nodes in the lazy graph)\n");
-      else
-        fprintf(out, ", all-reduce %.1fms, waiting %.1fms, overlap %.0f%%\n",
-                ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap);
+      fprintf(out, ", all-reduce %.1fms, waiting %.1fms, overlap %.0f%%%s\n",
+              ds.comm_seconds * 1e3, ds.wait_seconds * 1e3, 100 * ds.overlap,
+              lazy_mode(&t) ? " (all-reduce nodes in the lazy graph)" : "");
     }
     if (saved_at >= 0) fprintf(out, "saved %s at step %" PRId64 "\n", o->save_path, saved_at);
     else if (o->save_path) fprintf(out, "nothing saved to %s: no step ran\n", o->save_path);

@@ -303,4 +303,18 @@ int pass_const_eval(ir_graph *g, int prim, const pass_const *in, int n_in, pass_
  *             %a = aten::mul(%x, %y); %b = aten::relu(%a); return (%b)     */
 int pass_collapse(ir_graph *g, ir_node *const *v, int n, int prim);
 
+/* ======================================================================= */
+/* scheduling (src/passes/schedule.c)                                        */
+/* ======================================================================= */
+
+/* Reorders the top block so that each aten::kiln_all_reduce_start runs
+ * right after its producers and each aten::kiln_all_reduce_wait as late as
+ * its consumers allow (Note [Collective schedule]); a graph without starts
+ * or with If/Loop nodes in its top block is left alone. Returns the number
+ * of nodes that moved, or < 0 on OOM.
+ *   before: %g1 = mm(..); %s1 = start(%g1); %w1 = wait(%s1); %u1 = sub(%p1, %w1)
+ *           %g2 = mm(..); %s2 = start(%g2); %w2 = wait(%s2); %u2 = sub(%p2, %w2)
+ *   after:  %g1; %s1; %g2; %s2; %w1; %u1; %w2; %u2                       */
+int pass_schedule_collectives(ir_graph *g);
+
 #endif
