@@ -27,6 +27,9 @@ typedef struct op_sample {
   /* finite differences are invalid near kinks: samples keep inputs away
    * from them; set when an op needs a looser tolerance */
   double atol, rtol;
+  /* bit k: output k is not weighed (its gradient is one PyTorch's formula
+   * ignores: native_layer_norm's statistics) */
+  unsigned skip_outs;
   /* int lists must outlive the sample: keep them here */
   int64_t ints[4][8];
 } op_sample;

@@ -1,7 +1,8 @@
 /* tests/ops/test_reduce_more.c: gradcheck samples (tests/ops/sample.h) for
- * the reductions of src/ops/reduce_more.c (quantile, nanquantile, the norm
- * overloads), and their argument checks. Values against PyTorch come from
- * tests/ops/test_opinfo.c's OpInfo samples and golden_reduce_more.h. */
+ * the ops of src/ops/reduce_more.c (quantile, nanquantile, the norm
+ * overloads), shape_more.c (unfold, as_strided, repeat_interleave,
+ * gradient) and native_norm.c. Values against PyTorch come
+ * from tests/ops/test_opinfo.c's OpInfo samples. */
 #include "sample.h"
 #include "test.h"
 
@@ -100,3 +101,28 @@ OP_SAMPLE(GRADIENT_ARRAY, one_dim) {
   s->args[2] = OPV_I(1);
   s->n_args = 3;
 }
+
+/* ---- native_norm.c's ops ---------------------------------------------------------- */
+OP_SAMPLE(NATIVE_LAYER_NORM, affine) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S34));
+  s->ints[0][0] = 4;
+  s->args[1] = OPV_INTS(s->ints[0], 1);
+  s->args[2] = OPV_T(sample_randn(g, 1, S34 + 1));
+  s->args[3] = OPV_T(sample_randn(g, 1, S34 + 1));
+  s->args[4] = OPV_F(1e-5);
+  s->n_args = 5;
+  s->skip_outs = 6; /* mean, rstd: detached, as PyTorch's formula ignores their gradients */
+}
+OP_SAMPLE(NATIVE_BATCH_NORM, training) {
+  s->args[0] = OPV_T(sample_randn(g, 2, S34));
+  s->args[1] = OPV_T(sample_randn(g, 1, S34 + 1));
+  s->args[2] = OPV_T(sample_randn(g, 1, S34 + 1));
+  s->args[3] = OPV_NONE;
+  s->args[4] = OPV_NONE;
+  s->args[5] = OPV_B(true);
+  s->args[6] = OPV_F(0.1);
+  s->args[7] = OPV_F(1e-5);
+  s->n_args = 8;
+  s->skip_outs = 6;
+}
+
