@@ -26,6 +26,42 @@
 
 static bool is_op(const ir_node *n, int op) { return n->op == op; }
 
+/* The ready list: a binary min-heap of node positions ordered by (class,
+ * key, position), the list schedule's choice (Note [Collective schedule]). */
+typedef struct rd_heap {
+  int *v, n;
+  const int *cls, *key;
+} rd_heap;
+
+static bool before(const rd_heap *h, int i, int j) {
+  if (h->cls[i] != h->cls[j]) return h->cls[i] < h->cls[j];
+  if (h->key[i] != h->key[j]) return h->key[i] < h->key[j];
+  return i < j;
+}
+
+static void heap_push(rd_heap *h, int x) {
+  int c = h->n++;
+  while (c > 0 && before(h, x, h->v[(c - 1) / 2])) {
+    h->v[c] = h->v[(c - 1) / 2];
+    c = (c - 1) / 2;
+  }
+  h->v[c] = x;
+}
+
+static int heap_pop(rd_heap *h) {
+  int top = h->v[0], x = h->v[--h->n], c = 0;
+  for (;;) {
+    int l = 2 * c + 1, m = l;
+    if (l >= h->n) break;
+    if (l + 1 < h->n && before(h, h->v[l + 1], h->v[l])) m = l + 1;
+    if (!before(h, h->v[m], x)) break;
+    h->v[c] = h->v[m];
+    c = m;
+  }
+  if (h->n) h->v[c] = x;
+  return top;
+}
+
 /* Marks the not-yet-marked ancestors of node s (itself included) with
  * `mark`, counting them: a DFS through pred lists (CSR). */
 static int ancestors(int s, const int *pstart, const int *preds, int *mark, int stamp, int *stack) {
@@ -67,16 +103,22 @@ int pass_schedule_collectives(ir_graph *g) {
   int *sstart = core_calloc((size_t)n + 1, sizeof *sstart), *succs = NULL, *fill = NULL;
   int *starts = core_alloc((size_t)n_start * sizeof *starts);
   int *cost = core_alloc((size_t)n_start * sizeof *cost);
-  bool *done = core_calloc((size_t)n, sizeof *done);
+  bool *done = core_calloc((size_t)n, sizeof *done), *eff = core_calloc((size_t)n, sizeof *eff);
+  int *effs = core_alloc((size_t)n * sizeof *effs);
   pass_alias *a = NULL;
   if (!nodes || !pos_of || !pstart || !cls || !key || !mark || !stack || !indeg || !order ||
-      !sstart || !starts || !cost || !done)
+      !sstart || !starts || !cost || !done || !eff || !effs)
     goto oom;
   for (int i = 0; i <= max_id; i++) pos_of[i] = -1;
   int k = 0;
   for (ir_node *x = b->first; x; x = x->next, k++) {
     nodes[k] = x;
     pos_of[x->id] = k;
+  }
+  int n_eff = 0;
+  for (int i = 0; i < n; i++) {
+    eff[i] = pass_alias_writes(nodes[i]) || pass_has_side_effects(nodes[i], false);
+    if (eff[i]) effs[n_eff++] = i;
   }
   if (writes && !(a = pass_alias_new(g))) {
     rc = -1;
@@ -96,12 +138,14 @@ int pass_schedule_collectives(ir_graph *g) {
           e++;
         }
       }
+      /* ordered conflicts need a write or side effect on one side: an
+       * effectful node is paired with every earlier node, another only
+       * with the earlier effectful ones (n times the effectful, not n^2) */
       if (a)
-        for (int h = 0; h < i; h++) {
+        for (int q = 0, h; eff[i] ? q < i : q < n_eff && effs[q] < i; q++) {
+          h = eff[i] ? q : effs[q];
           ir_node *y = nodes[h];
-          bool ex = pass_alias_writes(x) || pass_has_side_effects(x, false);
-          bool ey = pass_alias_writes(y) || pass_has_side_effects(y, false);
-          if (!ex && !ey) continue;
+          if (!eff[i] && !eff[h]) continue;
           if ((pass_has_side_effects(x, false) && pass_has_side_effects(y, false)) ||
               pass_alias_conflict(a, x, y)) {
             if (pass) preds[e] = h;
@@ -134,14 +178,17 @@ int pass_schedule_collectives(ir_graph *g) {
   for (int i = 0; i < n; i++) mark[i] = 0;
   for (int s = 0; s < ns; s++) { /* each node keyed by the earliest start it feeds */
     int stamp = -(s + 1), top = 0;
+    if (mark[starts[s]]) continue;
+    mark[starts[s]] = stamp; /* marked when pushed: the stack holds each node once */
     stack[top++] = starts[s];
     while (top) {
       int v = stack[--top];
-      if (mark[v]) continue;
-      mark[v] = stamp;
       key[v] = s;
       for (int e = pstart[v]; e < pstart[v + 1]; e++)
-        if (!mark[preds[e]]) stack[top++] = preds[e];
+        if (!mark[preds[e]]) {
+          mark[preds[e]] = stamp;
+          stack[top++] = preds[e];
+        }
     }
   }
   for (int i = 0; i < n; i++)
@@ -163,16 +210,17 @@ int pass_schedule_collectives(ir_graph *g) {
       succs[fill[preds[e]]++] = i;
       indeg[i]++;
     }
+  /* the ready nodes in a binary heap (stack reused): O(n log n) */
+  rd_heap h = {stack, 0, cls, key};
+  for (int i = 0; i < n; i++)
+    if (!indeg[i]) heap_push(&h, i);
   for (int step = 0; step < n; step++) {
-    int best = -1;
-    for (int i = 0; i < n; i++) {
-      if (done[i] || indeg[i]) continue;
-      if (best < 0 || cls[i] < cls[best] || (cls[i] == cls[best] && key[i] < key[best])) best = i;
-    }
-    KILN_ASSERT(best >= 0); /* the block was in topological order */
+    KILN_ASSERT(h.n > 0); /* the block was in topological order */
+    int best = heap_pop(&h);
     done[best] = true;
     order[step] = best;
-    for (int e = sstart[best]; e < sstart[best + 1]; e++) indeg[succs[e]]--;
+    for (int e = sstart[best]; e < sstart[best + 1]; e++)
+      if (--indeg[succs[e]] == 0) heap_push(&h, succs[e]);
   }
   for (int i = 0; i < n; i++) {
     ir_node *x = nodes[order[i]];
@@ -205,5 +253,7 @@ done:
   core_free(starts);
   core_free(cost);
   core_free(done);
+  core_free(eff);
+  core_free(effs);
   return rc;
 }
