@@ -13,7 +13,8 @@
  * view recurses. Views made earlier of the same base keep their old value
  * (PyTorch's functionalization would refresh them). An expand that repeats
  * elements, chunk, split and unbind views cannot be written this way: an
- * error says so. A dtype-changing `to` was a copy: only the view changes. */
+ * error says so. A dtype-changing `to` was a copy: only the view changes;
+ * one that keeps the dtype is self, written as contiguous's view is. */
 #include <string.h>
 
 #include "lazy.h"
@@ -54,6 +55,7 @@ static kiln_tensor *put_back(const lazy_node *n, kiln_tensor *base, kiln_tensor 
   case KILN_OP_SQUEEZE:
   case KILN_OP_UNSQUEEZE:
     return kiln_reshape(r, nd, base->shape);
+  case KILN_OP_TO: /* a view only when it keeps the dtype: self itself */
   case KILN_OP_CONTIGUOUS:
     return r;
   case KILN_OP_EXPAND:
@@ -128,6 +130,8 @@ static int write_base(lazy_value v, kiln_tensor *r) {
   int k = op_output_alias(n->op, out);
   if (k < 0 || n->arg_kind[k] != LAZY_ARG_TENSOR) return 0; /* not a view */
   if (n->op == KILN_OP_TO && n->metas[v.index].dtype != n->metas[0].dtype) return 0;
+  if (n->op == KILN_OP_TO && n->n_args > 3 && n->args[3].tag == OP_VAL_BOOL && n->args[3].b)
+    return 0; /* copy=True: a copy */
   lazy_value b = n->operands[n->arg_operand[k]];
   if (n->op == KILN_OP_TO && b.node->metas[b.index].dtype != n->metas[v.index].dtype) return 0;
   kiln_tensor *base = tensor_on(b);

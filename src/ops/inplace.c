@@ -226,6 +226,22 @@ static int save_result(int op, const op_val *a, int n_args, kiln_tensor *self, k
   return op_saved_result_hook(self, r);
 }
 
+/* PyTorch's assert_no_internal_overlap: an in-place op may not write a
+ * tensor in which several elements are one memory location (a dim of size
+ * > 1 with stride 0: an expand that repeats elements); fill_ and zero_
+ * may, as in PyTorch (every element gets the same value). */
+static int check_overlap(int op, const char *name, const kiln_tensor *self) {
+  if (self->device == CORE_DEVICE_LAZY || op == KILN_OP_FILL || op == KILN_OP_ZERO) return 0;
+  for (int d = 0; d < self->ndim; d++)
+    if (self->strides[d] == 0 && self->shape[d] > 1)
+      return core_error(KILN_ERR_INVALID,
+                        "%s: unsupported operation: more than one element of the written-to "
+                        "tensor refers to a single memory location. Please clone() the tensor "
+                        "before performing the operation.",
+                        name);
+  return 0;
+}
+
 int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int max_outs) {
   char d[64];
   const char *name = op_table[KILN_OP_INPLACE(op)].name;
@@ -237,6 +253,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
     return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", name,
                       op_val_desc(&a[0], d, sizeof d));
   kiln_tensor *self = a[0].t;
+  if (check_overlap(op, name, self) < 0) return KILN_ERR_INVALID;
   bool lazy = self->device == CORE_DEVICE_LAZY;
   for (int i = 1; i < n_args; i++) lazy |= a[i].tag == OP_VAL_TENSOR && a[i].t->device == CORE_DEVICE_LAZY;
   bool record = op_grad_enabled && any_requires_grad(a, n_args);

@@ -452,7 +452,13 @@ static int emit_arg(rg_buf *b, const rg_arg *a) {
   case 't': b->consts--; return (int)a->i;
   case 'i': put(b, "  %%c%d : int = prim::Constant[value=%lld]()\n", c, (long long)a->i); break;
   case 'b': put(b, "  %%c%d : bool = prim::Constant[value=%d]()\n", c, (int)a->i); break;
-  case 'f': put(b, "  %%c%d : float = prim::Constant[value=%.17g]()\n", c, a->f); break;
+  case 'f': { /* with a point, as TorchScript prints it: "-0" would parse as the int 0 */
+    char num[40];
+    snprintf(num, sizeof num, "%.17g", a->f);
+    put(b, "  %%c%d : float = prim::Constant[value=%s%s]()\n", c, num,
+        strpbrk(num, ".eni") ? "" : ".");
+    break;
+  }
   case 'n': put(b, "  %%c%d : NoneType = prim::Constant()\n", c); break;
   case 'l':
   case 'L': {

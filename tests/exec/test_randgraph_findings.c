@@ -5,6 +5,7 @@
 #include "test.h"
 
 #include "kiln.h"
+#include "ops/op.h"
 
 static kiln_value T(kiln_tensor *t) { return (kiln_value){.kind = KILN_VALUE_TENSOR, .t = t}; }
 
@@ -159,5 +160,76 @@ TEST(randgraph_functionalize_keeps_a_write_through_an_earlier_alias) {
   }
   kiln_function_free(f);
   kiln_graph_free(g);
+  kiln_scope_end();
+}
+
+/* relu_ of an expand that repeats an element (t [1] expanded to [3]): eager
+ * wrote it (three elements, one memory location), lazy refused it; now
+ * eager and every jit call refuse it with PyTorch's message, while fill_
+ * and zero_, which PyTorch allows there, still write the one element. */
+TEST(randgraph_inplace_write_to_a_repeating_expand_fails_in_every_mode) {
+  static const char *text = "graph(%x : Tensor):\n"
+                            "  %three : int = prim::Constant[value=3]()\n"
+                            "  %s : int[] = prim::ListConstruct(%three)\n"
+                            "  %no : bool = prim::Constant[value=0]()\n"
+                            "  %t : Tensor = aten::neg(%x)\n"
+                            "  %e : Tensor = aten::expand(%t, %s, %no)\n"
+                            "  %y : Tensor = aten::relu_(%e)\n"
+                            "  return (%y)\n";
+  static const char *overlap = "more than one element of the written-to tensor refers to a single memory location";
+  kiln_scope_begin();
+  float xv[1] = {-2};
+  int64_t one[1] = {1}, three[1] = {3};
+  kiln_tensor *x = kiln_from_data(xv, 1, one, KILN_DTYPE_F32);
+  kiln_tensor *e = kiln_expand(kiln_neg(x), 1, three);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_RELU), (op_val[]){OPV_T(e)}, 1) == NULL);
+  CHECK_STR_CONTAINS(kiln_last_error(), overlap);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_FILL), (op_val[]){OPV_T(e), OPV_F(5)}, 2) == e);
+  float ev[3] = {0};
+  kiln_tensor_copy_to(e, ev, KILN_DTYPE_F32);
+  CHECK_NEAR(ev[0], 5, 0);
+  CHECK_NEAR(ev[2], 5, 0);
+  kiln_graph *g = kiln_graph_parse(text, strlen(text));
+  kiln_function *f = g ? kiln_function_new(g) : NULL;
+  CHECK_MSG(f != NULL, "%s", kiln_last_error());
+  for (int call = 0; f && call < 3; call++) {
+    kiln_value in[1] = {T(x)}, out[1];
+    kiln_clear_error();
+    CHECK_MSG(kiln_function_call(f, in, 1, out, 1) < 0, "call %d ran", call + 1);
+    CHECK_STR_CONTAINS(kiln_last_error(), overlap);
+  }
+  kiln_tensor *lx = kiln_to_lazy(x);
+  kiln_tensor *le = kiln_expand(kiln_neg(lx), 1, three);
+  kiln_clear_error();
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_RELU), (op_val[]){OPV_T(le)}, 1) == NULL);
+  CHECK(kiln_last_error()[0] != 0);
+  kiln_function_free(f);
+  kiln_graph_free(g);
+  kiln_scope_end();
+}
+
+/* t.to(float) of a float t is t itself; zero_ through it wrote t in eager
+ * mode, and lazy recording refused it (a write through a lazy view made by
+ * aten::to): now lazy rebinds t too, and both read zeros. */
+TEST(randgraph_lazy_write_through_a_same_dtype_to_writes_its_base) {
+  kiln_scope_begin();
+  float xv[2] = {1, -2};
+  int64_t shape[1] = {2};
+  for (int lazy = 0; lazy < 2; lazy++) {
+    kiln_tensor *x = kiln_from_data(xv, 1, shape, KILN_DTYPE_F32);
+    if (lazy) x = kiln_to_lazy(x);
+    kiln_tensor *t = kiln_neg(x);
+    kiln_tensor *v = kiln_to_dtype(t, KILN_DTYPE_F32);
+    kiln_tensor *z = op_call1(KILN_OP_INPLACE(KILN_OP_ZERO), (op_val[]){OPV_T(v)}, 1);
+    CHECK_MSG(z == v, "lazy %d: %s", lazy, kiln_last_error());
+    kiln_tensor *s = kiln_add(t, kiln_scalar(3.0, KILN_DTYPE_F32)); /* t read after the write */
+    if (lazy) CHECK(kiln_mark_step() == 0);
+    float tv[2] = {9, 9}, sv[2] = {9, 9};
+    kiln_tensor *tc = lazy ? kiln_to_cpu(t) : t, *sc = lazy && s ? kiln_to_cpu(s) : s;
+    CHECK(tc && kiln_tensor_copy_to(tc, tv, KILN_DTYPE_F32) == 0);
+    CHECK(sc && kiln_tensor_copy_to(sc, sv, KILN_DTYPE_F32) == 0);
+    CHECK_MSG(tv[0] == 0 && tv[1] == 0, "lazy %d: t = %g %g", lazy, tv[0], tv[1]);
+    CHECK_MSG(sv[0] == 3 && sv[1] == 3, "lazy %d: t + 3 = %g %g", lazy, sv[0], sv[1]);
+  }
   kiln_scope_end();
 }
