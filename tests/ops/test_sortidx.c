@@ -110,6 +110,11 @@ TEST(sortidx_index_values) {
         OPV_S(cases[i].red), OPV_B(cases[i].incl)}, 6, o, 1);
     sample_check_vals(what, o[0], cases[i].want, 6, 1e-6);
   }
+  /* the derived in-place form writes self */
+  kiln_tensor *xc = kiln_clone(x);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_SCATTER_REDUCE), (op_val[]){OPV_T(xc), OPV_I(0), OPV_T(ix),
+                 OPV_T(src), OPV_S("prod"), OPV_B(true)}, 6) == xc);
+  sample_check_vals("scatter_reduce_ prod", xc, VALS(10, 2, 90, 160, 5000, 360), 1e-6);
   kiln_tensor *xi = i64(2, S23, (int64_t[]){1, 2, 3, 4, 5, 6});
   run("scatter_reduce int mean", KILN_OP_SCATTER_REDUCE, (op_val[]){OPV_T(xi), OPV_I(1),
       OPV_T(i64(2, S23, (int64_t[]){0, 0, 2, 1, 1, 1})),
