@@ -282,14 +282,14 @@ typedef struct red_plan {
 static int plan(const char *fn, kiln_tensor *x, int dim, kiln_tensor *ixh, red_plan *p) {
   p->nx = core_numel(x->ndim, x->shape);
   p->nq = core_numel(ixh->ndim, ixh->shape);
-  p->target = malloc((size_t)(p->nq ? p->nq : 1) * sizeof(int64_t));
-  if (!p->target) return core_error(KILN_ERR_NOMEM, "%s: no memory", fn);
+  p->target = core_alloc((size_t)(p->nq ? p->nq : 1) * sizeof(int64_t));
+  if (!p->target) return KILN_ERR_NOMEM; /* core_alloc said out of memory */
   const int64_t *iv = core_data(ixh);
   int64_t idx[KILN_MAX_DIMS] = {0};
   for (int64_t q = 0; q < p->nq; q++) {
     int64_t t = 0, v = iv[q];
     if (v < 0 || v >= x->shape[dim]) {
-      free(p->target);
+      core_free(p->target);
       return core_error(KILN_ERR_INVALID, "%s: index %lld is out of bounds for dimension %d with "
                         "size %lld", fn, (long long)v, dim, (long long)x->shape[dim]);
     }
@@ -305,10 +305,10 @@ static kiln_tensor *reduce_int(kiln_tensor *x, kiln_tensor *src, const red_plan 
                                bool incl) {
   kiln_tensor *xh = host(x, KILN_DTYPE_I64), *sh = host(src, KILN_DTYPE_I64);
   kiln_tensor *r = xh ? kiln_clone(xh) : NULL;
-  int64_t *cnt = calloc((size_t)(p->nx ? p->nx : 1), sizeof *cnt);
+  int64_t *cnt = core_calloc((size_t)(p->nx ? p->nx : 1), sizeof *cnt);
   if (!r || !sh || !cnt) {
-    free(cnt);
-    return r && sh ? (core_error(KILN_ERR_NOMEM, "scatter_reduce: no memory"), NULL) : NULL;
+    core_free(cnt);
+    return NULL; /* the failed call said why */
   }
   uint64_t *rv = core_data(r);
   const int64_t *s = core_data(sh);
@@ -329,7 +329,7 @@ static kiln_tensor *reduce_int(kiln_tensor *x, kiln_tensor *src, const red_plan 
       if ((v % c != 0) && ((v < 0) != (c < 0))) qv--; /* floor, as PyTorch */
       rv[t] = (uint64_t)qv;
     }
-  free(cnt);
+  core_free(cnt);
   return x->dtype == KILN_DTYPE_BOOL ? kiln_ne(r, kiln_scalar(0, KILN_DTYPE_I64)) : r;
 }
 
@@ -339,11 +339,11 @@ static kiln_tensor *reduce_float(kiln_tensor *x, kiln_tensor *src, const red_pla
   kiln_tensor *xh = host(x, KILN_DTYPE_F64), *sh = host(src, KILN_DTYPE_F64);
   kiln_tensor *r = xh ? kiln_clone(xh) : NULL;
   size_t nx = (size_t)(p->nx ? p->nx : 1);
-  int64_t *cnt = calloc(nx, sizeof *cnt), *zeros = calloc(nx, sizeof *zeros);
-  double *nz = malloc(nx * sizeof *nz); /* product of the nonzero contributors */
+  int64_t *cnt = core_calloc(nx, sizeof *cnt), *zeros = core_calloc(nx, sizeof *zeros);
+  double *nz = core_alloc(nx * sizeof *nz); /* product of the nonzero contributors */
   if (!r || !sh || !cnt || !zeros || !nz) {
-    free(cnt), free(zeros), free(nz);
-    return r && sh ? (core_error(KILN_ERR_NOMEM, "scatter_reduce: no memory"), NULL) : NULL;
+    core_free(cnt), core_free(zeros), core_free(nz);
+    return NULL; /* the failed call said why */
   }
   double *rv = core_data(r);
   const double *xv = core_data(xh), *s = core_data(sh);
@@ -372,7 +372,11 @@ static kiln_tensor *reduce_float(kiln_tensor *x, kiln_tensor *src, const red_pla
     *w_src = kiln_ones(1, &nq, KILN_DTYPE_F64);
     if (*w_self && *w_src) {
       double *ws = core_data(*w_self), *wq = core_data(*w_src);
-      double *m = calloc(nx, sizeof *m); /* amax/amin: how many equal the result */
+      double *m = core_calloc(nx, sizeof *m); /* amax/amin: how many equal the result */
+      if (!m) {
+        core_free(cnt), core_free(zeros), core_free(nz);
+        return NULL;
+      }
       for (int64_t t = 0; m && t < p->nx; t++) m[t] = incl && xv[t] == rv[t];
       for (int64_t q = 0; m && q < nq; q++) m[p->target[q]] += s[q] == rv[p->target[q]];
       /* the product of a group's elements other than one of value e */
@@ -393,10 +397,10 @@ static kiln_tensor *reduce_float(kiln_tensor *x, kiln_tensor *src, const red_pla
           wq[q] = e != 0 ? (zeros[t] ? 0 : nz[t] / e) : (zeros[t] == 1 ? nz[t] : 0);
         else if (red == RED_AMAX || red == RED_AMIN) wq[q] = m && e == rv[t] ? 1 / m[t] : 0;
       }
-      free(m);
+      core_free(m);
     }
   }
-  free(cnt), free(zeros), free(nz);
+  core_free(cnt), core_free(zeros), core_free(nz);
   return r;
 }
 
@@ -435,7 +439,7 @@ static kiln_tensor *scatter_reduce(const char *fn, kiln_tensor *x, int dim, kiln
   else
     r = reduce_int(x, src, &p, red, incl);
   if (r) r = kiln_to_dtype(r, x->dtype);
-  free(p.target);
+  core_free(p.target);
   if (grad && ws && wq) {
     ws = kiln_to_dtype(ws, x->dtype);
     wq = kiln_to_dtype(kiln_reshape(wq, src->ndim, src->shape), x->dtype);

@@ -25,8 +25,12 @@ static int dim_arg(const char *fn, const op_val *v, kiln_tensor *x, int64_t dflt
 }
 static bool flag(const op_val *v, bool dflt) { return v->tag == OP_VAL_BOOL ? v->b : dflt; }
 
-/* pick(row, n, ctx) -> the chosen index of one slice */
-typedef int64_t (*pick_fn)(const double *row, int64_t n);
+typedef struct iv {
+  double v;
+  int64_t i;
+} iv;
+/* pick(row, n, scratch of n entries) -> the chosen index of one slice */
+typedef int64_t (*pick_fn)(const double *row, int64_t n, iv *scratch);
 
 /* One index per slice of x along dim (keepdim shape), as gather wants it. */
 static kiln_tensor *pick_index(kiln_tensor *x, int dim, pick_fn pick) {
@@ -34,24 +38,24 @@ static kiln_tensor *pick_index(kiln_tensor *x, int dim, pick_fn pick) {
   kiln_tensor *v = rows_f64(x, dim), *ix = NULL;
   if (!v) goto done;
   int64_t n = v->ndim ? v->shape[v->ndim - 1] : 1, total = core_numel(v->ndim, v->shape);
+  iv *scratch = core_alloc((size_t)(n ? n : 1) * sizeof *scratch);
+  if (!scratch) goto done;
   int64_t sh[KILN_MAX_DIMS];
   memcpy(sh, v->shape, sizeof(int64_t) * (size_t)v->ndim);
   if (v->ndim) sh[v->ndim - 1] = 1;
   ix = kiln_zeros(v->ndim, sh, KILN_DTYPE_I64);
-  if (!ix) goto done;
-  const double *vd = core_data(v);
-  int64_t *id = core_data(ix);
-  for (int64_t r = 0; n > 0 && r < total / n; r++) id[r] = pick(vd + r * n, n);
-  if (x->ndim) ix = kiln_contiguous(kiln_transpose(ix, dim, x->ndim - 1));
+  if (ix) {
+    const double *vd = core_data(v);
+    int64_t *id = core_data(ix);
+    for (int64_t r = 0; n > 0 && r < total / n; r++) id[r] = pick(vd + r * n, n, scratch);
+    if (x->ndim) ix = kiln_contiguous(kiln_transpose(ix, dim, x->ndim - 1));
+  }
+  core_free(scratch);
 done:
   kiln_no_grad_end();
   return ix;
 }
 
-typedef struct iv {
-  double v;
-  int64_t i;
-} iv;
 /* by value (NaN last), then by index */
 static int cmp_iv(const void *pa, const void *pb) {
   const iv *a = pa, *b = pb;
@@ -63,9 +67,7 @@ static int cmp_iv(const void *pa, const void *pb) {
   }
   return a->i < b->i ? -1 : a->i > b->i;
 }
-static iv *sorted_row(const double *row, int64_t n) {
-  iv *s = malloc((size_t)n * sizeof *s);
-  if (!s) return NULL;
+static iv *sorted_row(const double *row, int64_t n, iv *s) {
   for (int64_t i = 0; i < n; i++) s[i] = (iv){row[i], i};
   qsort(s, (size_t)n, sizeof *s, cmp_iv);
   return s;
@@ -73,20 +75,16 @@ static iv *sorted_row(const double *row, int64_t n) {
 
 /* nanmedian: the lower median of the non-NaN values; NaN (the first NaN's
  * index) when all are NaN */
-static int64_t pick_nanmedian(const double *row, int64_t n) {
-  iv *s = sorted_row(row, n);
-  if (!s) return 0;
+static int64_t pick_nanmedian(const double *row, int64_t n, iv *scratch) {
+  iv *s = sorted_row(row, n, scratch);
   int64_t k = 0;
   while (k < n && !isnan(s[k].v)) k++;
-  int64_t r = k ? s[(k - 1) / 2].i : s[0].i;
-  free(s);
-  return r;
+  return k ? s[(k - 1) / 2].i : s[0].i;
 }
 /* mode: the most frequent value (the smallest of equally frequent ones),
  * at its last index, as PyTorch's CPU kernel */
-static int64_t pick_mode(const double *row, int64_t n) {
-  iv *s = sorted_row(row, n);
-  if (!s) return 0;
+static int64_t pick_mode(const double *row, int64_t n, iv *scratch) {
+  iv *s = sorted_row(row, n, scratch);
   int64_t best = s[0].i, best_n = 0;
   for (int64_t i = 0; i < n;) {
     int64_t j = i;
@@ -97,7 +95,6 @@ static int64_t pick_mode(const double *row, int64_t n) {
     }
     i = j + 1;
   }
-  free(s);
   return best;
 }
 
@@ -254,8 +251,8 @@ static int unique_flat(const char *fn, kiln_tensor *x, bool consecutive, bool wa
   kiln_tensor *cnt = first ? kiln_zeros(1, &n, KILN_DTYPE_I64) : NULL;
   iv *s = NULL;
   int rc = 0;
-  if (!cnt || (n && !(s = malloc((size_t)n * sizeof *s)))) {
-    rc = cnt ? core_error(KILN_ERR_NOMEM, "%s: no memory", fn) : op_failed_status();
+  if (!cnt || (n && !(s = core_alloc((size_t)n * sizeof *s)))) {
+    rc = op_failed_status(); /* core_alloc said out of memory */
     goto done;
   }
   const double *vd = core_data(v);
@@ -278,7 +275,7 @@ static int unique_flat(const char *fn, kiln_tensor *x, bool consecutive, bool wa
   outs[2] = want_counts ? kiln_contiguous(kiln_narrow(cnt, 0, 0, k)) : kiln_zeros(1, &zero, KILN_DTYPE_I64);
   rc = outs[0] && outs[1] && outs[2] ? 3 : op_failed_status();
 done:
-  free(s);
+  core_free(s);
   kiln_no_grad_end();
   return rc;
 }
@@ -310,9 +307,9 @@ static int unique_slices(const char *fn, kiln_tensor *x, int dim, bool consecuti
   kiln_tensor *inv = v ? kiln_zeros(1, &len, KILN_DTYPE_I64) : NULL;
   kiln_tensor *first = inv ? kiln_zeros(1, &len, KILN_DTYPE_I64) : NULL;
   kiln_tensor *cnt = first ? kiln_zeros(1, &len, KILN_DTYPE_I64) : NULL;
-  int64_t *ord = cnt ? malloc((size_t)(len ? len : 1) * sizeof *ord) : NULL;
+  int64_t *ord = cnt ? core_alloc((size_t)(len ? len : 1) * sizeof *ord) : NULL;
   if (!ord) {
-    rc = cnt ? core_error(KILN_ERR_NOMEM, "%s: no memory", fn) : op_failed_status();
+    rc = op_failed_status(); /* core_alloc said out of memory */
     goto done;
   }
   slice_ctx c = {core_data(v), w};
@@ -333,7 +330,7 @@ static int unique_slices(const char *fn, kiln_tensor *x, int dim, bool consecuti
   outs[2] = want_counts ? kiln_contiguous(kiln_narrow(cnt, 0, 0, k)) : kiln_zeros(1, &zero, KILN_DTYPE_I64);
   rc = outs[0] && outs[1] && outs[2] ? 3 : op_failed_status();
 done:
-  free(ord);
+  core_free(ord);
   kiln_no_grad_end();
   return rc;
 }

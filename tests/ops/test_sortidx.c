@@ -6,6 +6,7 @@
  * arguments: one-line errors naming the op. */
 #include <math.h>
 
+#include "core/core.h"
 #include "sample.h"
 #include "test.h"
 
@@ -110,6 +111,11 @@ TEST(sortidx_index_values) {
         OPV_S(cases[i].red), OPV_B(cases[i].incl)}, 6, o, 1);
     sample_check_vals(what, o[0], cases[i].want, 6, 1e-6);
   }
+  /* the derived in-place form writes self */
+  kiln_tensor *xc = kiln_clone(x);
+  CHECK(op_call1(KILN_OP_INPLACE(KILN_OP_SCATTER_REDUCE), (op_val[]){OPV_T(xc), OPV_I(0), OPV_T(ix),
+                 OPV_T(src), OPV_S("prod"), OPV_B(true)}, 6) == xc);
+  sample_check_vals("scatter_reduce_ prod", xc, VALS(10, 2, 90, 160, 5000, 360), 1e-6);
   kiln_tensor *xi = i64(2, S23, (int64_t[]){1, 2, 3, 4, 5, 6});
   run("scatter_reduce int mean", KILN_OP_SCATTER_REDUCE, (op_val[]){OPV_T(xi), OPV_I(1),
       OPV_T(i64(2, S23, (int64_t[]){0, 0, 2, 1, 1, 1})),
@@ -200,5 +206,72 @@ TEST(sortidx_bad_arguments) {
   expect_error("as_strided_scatter overflow", op_call(KILN_OP_AS_STRIDED_SCATTER, (op_val[]){OPV_T(x),
                OPV_T(kiln_zeros(1, four, KILN_DTYPE_F32)), OPV_INTS(four, 1), OPV_INTS(huge, 1),
                OPV_I(0)}, 5, o, 3), "aten::as_strided_scatter", "out of bounds for storage");
+  kiln_scope_end();
+}
+
+/* At every allocation of each call, the op returns what a call that never
+ * failed returns, or fails with an out-of-memory error (as
+ * tests/ops/test_decompose_oom.c for the activations). */
+static int oom_sweep(const char *what, int op, const op_val *a, int n) {
+  kiln_tensor *want[3], *got[3];
+  int nw = op_call(op, a, n, want, 3), hit = 0;
+  CHECK_MSG(nw > 0, "%s: %s", what, kiln_last_error());
+  for (long k = 1; nw > 0 && k < 20000; k++) {
+    kiln_scope_begin();
+    kiln_clear_error();
+    core_alloc_fail_at(k);
+    int ng = op_call(op, a, n, got, 3);
+    long made = core_alloc_fail_at(0);
+    if (ng > 0) {
+      CHECK_MSG(ng == nw, "%s at %ld: %d outputs", what, k, ng);
+      for (int j = 0; j < ng && j < nw; j++) {
+        int64_t m = kiln_tensor_numel(want[j]);
+        CHECK_MSG(kiln_tensor_numel(got[j]) == m, "%s at %ld: output %d numel", what, k, j);
+        for (int64_t i = 0; i < m && kiln_tensor_numel(got[j]) == m; i++)
+          CHECK_MSG(core_get_flat(got[j], i) == core_get_flat(want[j], i) ||
+                        (isnan(core_get_flat(got[j], i)) && isnan(core_get_flat(want[j], i))),
+                    "%s at %ld: output %d [%lld]", what, k, j, (long long)i);
+      }
+    } else {
+      CHECK_MSG(made >= k && strstr(kiln_last_error(), "out of memory"), "%s at %ld: %s", what, k,
+                kiln_last_error());
+    }
+    kiln_scope_end();
+    if (made < k) break;
+    hit++;
+  }
+  return hit;
+}
+
+TEST(sortidx_fail_cleanly_at_every_allocation) {
+  kiln_scope_begin();
+  const int64_t S23[2] = {2, 3};
+  kiln_tensor *x = f32(2, S23, (double[]){1, 2, 2, 4, 5, 6});
+  kiln_tensor *ix = i64(2, S23, (int64_t[]){0, 1, 0, 1, 1, 1});
+  kiln_tensor *u = i64(2, S23, (int64_t[]){3, 1, 3, 1, 0, 3});
+  kiln_tensor *m = kiln_from_data((bool[]){true, false, true}, 1, (int64_t[]){3}, KILN_DTYPE_BOOL);
+  int total = 0;
+  total += oom_sweep("mode", KILN_OP_MODE, (op_val[]){OPV_T(x), OPV_I(1), OPV_B(false)}, 3);
+  total += oom_sweep("nanmedian", KILN_OP_NANMEDIAN_DIM, (op_val[]){OPV_T(x), OPV_I(0), OPV_B(true)}, 3);
+  total += oom_sweep("searchsorted", KILN_OP_SEARCHSORTED, (op_val[]){OPV_T(x), OPV_T(x), OPV_B(false),
+                     OPV_B(true), OPV_NONE, OPV_NONE}, 6);
+  total += oom_sweep("unique", KILN_OP_UNIQUE2, (op_val[]){OPV_T(u), OPV_B(true), OPV_B(true),
+                     OPV_B(true)}, 4);
+  total += oom_sweep("unique_dim", KILN_OP_UNIQUE_DIM, (op_val[]){OPV_T(u), OPV_I(1), OPV_B(true),
+                     OPV_B(true), OPV_B(true)}, 5);
+  total += oom_sweep("scatter_reduce", KILN_OP_SCATTER_REDUCE, (op_val[]){OPV_T(x), OPV_I(0),
+                     OPV_T(ix), OPV_T(x), OPV_S("amax"), OPV_B(true)}, 6);
+  kiln_tensor *xg = kiln_clone(x);
+  kiln_set_requires_grad(xg, true);
+  total += oom_sweep("scatter_reduce grad", KILN_OP_SCATTER_REDUCE, (op_val[]){OPV_T(xg), OPV_I(0),
+                     OPV_T(ix), OPV_T(x), OPV_S("prod"), OPV_B(false)}, 6);
+  total += oom_sweep("masked_scatter", KILN_OP_MASKED_SCATTER, (op_val[]){OPV_T(x), OPV_T(m),
+                     OPV_T(x)}, 3);
+  total += oom_sweep("masked_select", KILN_OP_MASKED_SELECT, (op_val[]){OPV_T(x), OPV_T(m)}, 2);
+  total += oom_sweep("diagonal_scatter", KILN_OP_DIAGONAL_SCATTER, (op_val[]){OPV_T(x),
+                     OPV_T(f32(1, (int64_t[]){2}, (double[]){7, 8})), OPV_I(0), OPV_I(0), OPV_I(1)}, 5);
+  total += oom_sweep("argwhere", KILN_OP_ARGWHERE, (op_val[]){OPV_T(x)}, 1);
+  CHECK(total > 50);
+  test_note("%d failure points over 11 calls", total);
   kiln_scope_end();
 }
