@@ -1,5 +1,6 @@
-/* src/ops/conv.c: conv2d (im2col + GEMM), its backward op (col2im + GEMM),
- * and max pooling with indices and its backward op. NCHW, float32/float64.
+/* src/ops/conv.c: conv2d and its backward op (their arguments and shapes;
+ * the im2col + GEMM kernels are conv_gemm.c's), and max pooling with
+ * indices and its backward op. NCHW, float32/float64.
  *
  * Note [Conv layout]: for one sample, im2col writes col[C*KH*KW, OH*OW]
  * (row (c, ki, kj), column (oh, ow); padding reads as 0), so the

@@ -13,7 +13,7 @@ typedef struct win_geom {
 } win_geom;
 
 /* Bytes of each scratch matrix (col, gcol, gout') per chunk of images,
- * at least one image's (Note [Conv batching] in conv_gemm.c); 32 MiB. A
+ * at least one image's (Note [Conv batching] in conv_gemm.c); 4 MiB. A
  * test hook: tests set it small to cut batches into several chunks. */
 extern size_t op_conv_chunk_bytes;
 

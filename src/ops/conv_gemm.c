@@ -6,7 +6,9 @@
  * (2x2 or 4x4: 4 or 16 columns against the AVX-512 kernel's 32-wide
  * panels, mostly zero padding), and every image packs the whole weight
  * matrix again. So the images of a chunk (as many as keep each scratch
- * matrix under op_conv_chunk_bytes; the whole batch at resnet18's sizes) are
+ * matrix under op_conv_chunk_bytes, 4 MiB: 6 of resnet18's 64x64 images at
+ * its first stages, all 16 at the last; a smaller col stays in cache for
+ * the GEMM's packing, 8% faster inference than 32 MiB) are
  * laid side by side: col[K, n L] holds image j's im2col in columns
  * [j L, (j + 1) L), and one GEMM per group does the chunk:
  *   forward      out'[O, n L] = W[O, K] @ col, then scattered to [n, O, L]
@@ -19,6 +21,9 @@
  * im2col, col2im, gather and scatter loops run over the images in
  * parallel. A chunk of one image with a pointwise kernel (1x1, stride 1,
  * no padding) reads the input and writes the output in place: no copies.
+ * A chunk of few columns (batch 1 at 2x2 or 4x4) runs the transposed
+ * product col^T W^T instead, whose few rows waste less of the kernel's
+ * panels (resnet18 b1 inference 16.3 -> 11.6-12.4 ms, CPU time).
  * The K order of every dot product is the per-image one, so forward
  * results do not depend on the chunking; the weight gradient sums the
  * images inside one GEMM (not per thread), which rounds differently. */
@@ -27,7 +32,7 @@
 
 #include "conv.h"
 
-size_t op_conv_chunk_bytes = (size_t)32 << 20;
+size_t op_conv_chunk_bytes = (size_t)4 << 20;
 
 static int64_t ceil_div(int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; }
 
@@ -56,13 +61,15 @@ static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *
             int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
             T *r = row + oh * g->OW;                                                     \
             if (ih < 0 || ih >= g->H) {                                                  \
-              memset(r, 0, (size_t)g->OW * sizeof(T));                                   \
+              for (int64_t ow = 0; ow < g->OW; ow++) r[ow] = 0;                          \
               continue;                                                                  \
             }                                                                            \
             const T *xr = x + (c * g->H + ih) * g->W + off;                              \
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                              \
-            if (g->sw == 1)                                                              \
+            if (g->sw == 1 && ow1 - ow0 > 16)                                            \
               memcpy(r + ow0, xr + ow0, (size_t)(ow1 - ow0) * sizeof(T));                \
+            else if (g->sw == 1) /* short rows: no call */                               \
+              for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow];                     \
             else                                                                         \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow * g->sw];             \
             for (int64_t ow = ow1; ow < g->OW; ow++) r[ow] = 0;                          \
@@ -145,7 +152,9 @@ static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, cha
   for (int64_t j = 0; j < n; j++)
     for (int64_t o = 0; o < O; o++) {
       char *mr = m + (size_t)(o * ld + j * L) * es, *ir = img + (size_t)((j * O + o) * L) * es;
-      if (!to_images) {
+      if (!to_images && dt == KILN_DTYPE_F32 && L <= 16) { /* short rows: no call */
+        for (int64_t l = 0; l < L; l++) ((float *)mr)[l] = ((const float *)ir)[l];
+      } else if (!to_images) {
         memcpy(mr, ir, (size_t)L * es);
       } else if (!bias) {
         memcpy(ir, mr, (size_t)L * es);
@@ -188,17 +197,32 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
   int64_t nb = chunk_images(fn, g, es, &per);
   if (nb < 0) return KILN_ERR_INVALID;
   bool direct = nb == 1 && is_pointwise(g); /* the input is col */
-  char *buf = scratch(fn, per, nb, 2, &block);
+  char *buf = scratch(fn, per, nb, 3, &block);
   if (!buf) return KILN_ERR_NOMEM;
-  char *col = buf, *mid = buf + per * (size_t)nb; /* col [K, nL]; out' [O, nL] */
+  /* col [K, nL]; out' [O, nL]; out'^T [nL, O] */
+  char *col = buf, *mid = buf + per * (size_t)nb, *midt = mid + per * (size_t)nb;
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
     int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
+    /* few columns (batch 1 at 2x2 or 4x4): the transposed product, whose
+     * rows fill the kernel's 12- or 6-row panels better than the columns
+     * its 32- or 16-wide ones; out' is its transpose */
+    bool swap = ld < 32 && Og >= 2 * ld;
     for (int64_t k = 0; k < g->G; k++) {
       const char *b = x + (size_t)(i0 * xs + k * gxs) * es, *wk = w + (size_t)(k * Og * K) * es;
       int64_t ldb = L;
       if (!direct) {
         im2col_images(dt, g, b, xs, n, col, ld);
         b = col, ldb = ld;
+      }
+      if (swap) {
+        op_gemm(dt, true, true, ld, Og, K, 1.0, b, ldb, wk, K, 0.0, midt, Og);
+        char *mk = mid + (size_t)(k * Og * ld) * es;
+        for (int64_t o = 0; o < Og; o++)
+          for (int64_t l = 0; l < ld; l++) {
+            if (dt == KILN_DTYPE_F32) ((float *)mk)[o * ld + l] = ((const float *)midt)[l * Og + o];
+            else ((double *)mk)[o * ld + l] = ((const double *)midt)[l * Og + o];
+          }
+        continue;
       }
       if (n > 1) {
         op_gemm(dt, false, false, Og, ld, K, 1.0, wk, K, b, ldb, 0.0,
@@ -214,7 +238,7 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
         }
       op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, bias ? 1.0 : 0.0, c, L);
     }
-    if (n > 1) regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, bias, true);
+    if (n > 1 || swap) regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, bias, true);
   }
   core_block_free(buf, block);
   return 0;

@@ -237,11 +237,18 @@ void op_ew_gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i
   int last = ndim - 1;
   int64_t s_last = ndim ? o->strides[last] : 0;
   int64_t k = 0;
+  bool f32 = o->dtype == KILN_DTYPE_F32 && cd == KILN_DTYPE_F32;
   while (k < n) {
     int64_t run = ndim ? shape[last] - idx[last] : 1;
     if (run > n - k) run = n - k;
     const char *src = o->base + off * (int64_t)es;
-    runs[o->dtype][cd]((char *)buf + k * (int64_t)kiln_dtype_size(cd), src, s_last, run);
+    if (f32 && run <= 16) { /* short runs (a small last dim): no call per run */
+      float *d = (float *)buf + k;
+      const float *sp = (const float *)src;
+      for (int64_t j = 0; j < run; j++) d[j] = sp[j * s_last];
+    } else {
+      runs[o->dtype][cd]((char *)buf + k * (int64_t)kiln_dtype_size(cd), src, s_last, run);
+    }
     k += run;
     if (k >= n) break;
     /* advance the odometer past this run */
@@ -320,6 +327,26 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     }
     return 0;
   }
+  /* Note [Coalescing]: adjacent dims that every strided operand (and the
+   * contiguous output) walks as one are merged, and dims of size 1
+   * dropped, so gathering moves longer runs: a per-channel [1, C, 1, 1]
+   * operand over [N, C, H, W] reads runs of H W equal values, not W. */
+  int nd = 0;
+  int64_t shape[KILN_MAX_DIMS];
+  for (int d = 0; d < p.ndim; d++) {
+    if (p.shape[d] == 1) continue;
+    bool merge = nd > 0;
+    for (int i = 0; merge && i < p.nin; i++)
+      if (!ops[i].scalar_buf && !ops[i].o.direct) {
+        int64_t *st = ops[i].o.strides;
+        merge = st[nd - 1] == st[d] * p.shape[d];
+      }
+    for (int i = 0; i < p.nin; i++)
+      if (!ops[i].scalar_buf && !ops[i].o.direct) ops[i].o.strides[merge ? nd - 1 : nd] =
+                                                      ops[i].o.strides[d];
+    if (merge) shape[nd - 1] *= p.shape[d];
+    else shape[nd++] = p.shape[d];
+  }
   int64_t n_tiles = (numel + EW_TILE - 1) / EW_TILE;
 #pragma omp parallel for schedule(static) if (numel >= OP_PARALLEL_MIN)
   for (int64_t tix = 0; tix < n_tiles; tix++) {
@@ -333,7 +360,7 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
       else if (o->o.direct)
         in[i] = o->o.base + i0 * (int64_t)ces;
       else {
-        op_ew_gather(&o->o, p.ndim, p.shape, i0, n, bufs[i], p.compute);
+        op_ew_gather(&o->o, nd, shape, i0, n, bufs[i], p.compute);
         in[i] = bufs[i];
       }
     }
