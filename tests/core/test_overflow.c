@@ -51,7 +51,12 @@ TEST(kiln_run_expand_to_2_62_then_add_fails_cleanly) {
     test_fail(__FILE__, __LINE__, "KILN_BIN is not set");
     return;
   }
-  const char *ir = "/tmp/kiln-overflow.ir";
+  /* a directory of this process's own: suites of several checkouts may run at once */
+  char dir[] = "/tmp/kiln-overflow.XXXXXX", ir[64], x[64], err_path[64];
+  CHECK(mkdtemp(dir) != NULL);
+  snprintf(ir, sizeof ir, "%s/g.ir", dir);
+  snprintf(x, sizeof x, "%s/x.npy", dir);
+  snprintf(err_path, sizeof err_path, "%s/err", dir);
   FILE *f = fopen(ir, "w");
   CHECK(f != NULL);
   if (!f) return;
@@ -67,19 +72,19 @@ TEST(kiln_run_expand_to_2_62_then_add_fails_cleanly) {
   fclose(f);
   kiln_scope_begin();
   int64_t one[1] = {1};
-  CHECK(kiln_npy_save("/tmp/kiln-overflow-x.npy", kiln_full(1, one, 1.0, KILN_DTYPE_F32)) == 0);
+  CHECK(kiln_npy_save(x, kiln_full(1, one, 1.0, KILN_DTYPE_F32)) == 0);
   kiln_scope_end();
   char cmd[1024];
   for (int runs = 1; runs <= 3; runs += 2) {
     snprintf(cmd, sizeof cmd,
-             "%s run %s /tmp/kiln-overflow-x.npy --runs %d --out /tmp/kiln-overflow-out "
-             ">/dev/null 2>/tmp/kiln-overflow.err",
-             bin, ir, runs);
+             "%s run %s %s --runs %d --out %s/out >/dev/null 2>%s", bin, ir, x, runs, dir,
+             err_path);
     int st = system(cmd);
     CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == 1, "--runs %d: status %d", runs, st);
-    char *err = test_read_file("/tmp/kiln-overflow.err", NULL);
+    char *err = test_read_file(err_path, NULL);
     CHECK_STR_CONTAINS(err, "bytes");
     free(err);
   }
-  if (system("rm -rf /tmp/kiln-overflow*") != 0) test_fail(__FILE__, __LINE__, "cleanup");
+  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+  if (system(cmd) != 0) test_fail(__FILE__, __LINE__, "cleanup");
 }
