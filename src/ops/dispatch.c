@@ -123,6 +123,7 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
         if (!args[i].ts.v[k])
           return core_error(KILN_ERR_INVALID, "%s: tensor %d of argument %d is NULL",
                             info->name, k, i);
+  if (op_dtype_gate(op, args, n_args) < 0) return KILN_ERR_UNSUPPORTED;
   if (info->flags & OPF_DECOMPOSES) {
     if (!info->decompose)
       return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
