@@ -163,3 +163,30 @@ TEST(dtype_io_graph_half_and_codes) {
   kiln_function_free(f);
   kiln_scope_end();
 }
+
+/* Lazy tensors of the new dtypes: recorded, compiled and run like eager
+ * ones (same bits), and an op that refuses them refuses when recording. */
+TEST(dtype_io_lazy_matches_eager) {
+  kiln_scope_begin();
+  int64_t n = 7;
+  for (int d = KILN_DTYPE_I32; d < KILN_DTYPE_COUNT; d++) {
+    kiln_tensor *a = kiln_arange(-3, 4, 1, (kiln_dtype)d);
+    kiln_tensor *b = kiln_full(1, &n, 5, (kiln_dtype)d);
+    kiln_tensor *e = kiln_mul(kiln_add(a, b), a);
+    kiln_tensor *la = kiln_to_lazy(a), *lb = kiln_to_lazy(b);
+    CHECK(la && lb);
+    if (!la || !lb) continue;
+    kiln_tensor *l = kiln_mul(kiln_add(la, lb), la);
+    CHECK_MSG(l != NULL, "%s: %s", kiln_dtype_name((kiln_dtype)d), kiln_last_error());
+    double got[7], want[7];
+    CHECK(l && kiln_tensor_dtype(l) == (kiln_dtype)d);
+    CHECK(l && kiln_tensor_copy_to(l, got, KILN_DTYPE_F64) == KILN_OK); /* runs the graph */
+    CHECK(kiln_tensor_copy_to(e, want, KILN_DTYPE_F64) == KILN_OK);
+    for (int64_t i = 0; l && i < n; i++) CHECK_NEAR(got[i], want[i], 0);
+    /* (-3 + 5) * -3 = -6 exactly in every dtype */
+    CHECK_NEAR(want[0], d == KILN_DTYPE_U8 ? (double)(uint8_t)-6 : -6, 0);
+    CHECK(kiln_matmul(kiln_reshape(la, 2, (int64_t[]){1, 7}), kiln_reshape(lb, 2, (int64_t[]){7, 1})) == NULL);
+    CHECK_STR_CONTAINS(kiln_last_error(), "not implemented for dtype");
+  }
+  kiln_scope_end();
+}
