@@ -190,3 +190,19 @@ TEST(dtype_io_lazy_matches_eager) {
   }
   kiln_scope_end();
 }
+
+/* Half tensors take gradients through the ops that take them: d/da
+ * sum(a * a + a) = 2a + 1, in Half; an op outside the list refuses. */
+TEST(dtype_io_half_autograd) {
+  kiln_scope_begin();
+  for (int d = KILN_DTYPE_F16; d <= KILN_DTYPE_BF16; d++) {
+    kiln_tensor *a = kiln_arange(-2, 3, 0.5, (kiln_dtype)d);
+    CHECK(kiln_set_requires_grad(a, true) == KILN_OK);
+    kiln_tensor *loss = kiln_sum(kiln_add(kiln_mul(a, a), a), NULL, 0, false);
+    CHECK_MSG(loss && kiln_backward(loss, NULL) == KILN_OK, "%s", kiln_last_error());
+    kiln_tensor *g = kiln_tensor_grad(a);
+    CHECK(g && kiln_tensor_dtype(g) == (kiln_dtype)d);
+    for (int64_t i = 0; g && i < 10; i++) CHECK_NEAR(core_get_flat(g, i), 2 * (-2 + 0.5 * i) + 1, 0);
+  }
+  kiln_scope_end();
+}
