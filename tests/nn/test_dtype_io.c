@@ -206,3 +206,30 @@ TEST(dtype_io_half_autograd) {
   }
   kiln_scope_end();
 }
+
+/* The JIT's write-into-a-dead-input path (op_call_into, addmm writing its
+ * self) refuses the new dtypes as op_call does, on every run. */
+TEST(dtype_io_graph_refuses_addmm_half) {
+  static const char *text =
+      "graph(%x : Tensor, %w : Tensor):\n"
+      "  %one : int = prim::Constant[value=1]()\n"
+      "  %s : Tensor = aten::mul(%x, %x)\n"
+      "  %y : Tensor = aten::addmm(%s, %x, %w, %one, %one)\n"
+      "  return (%y)\n";
+  kiln_graph *g = kiln_graph_parse(text, strlen(text));
+  kiln_function *f = g ? kiln_function_new(g) : NULL;
+  kiln_graph_free(g);
+  CHECK(f != NULL);
+  if (!f) return;
+  kiln_scope_begin();
+  int64_t sh[2] = {2, 2};
+  for (int run = 0; run < 3; run++) {
+    kiln_value in[2] = {{.kind = KILN_VALUE_TENSOR, .t = kiln_ones(2, sh, KILN_DTYPE_F16)},
+                        {.kind = KILN_VALUE_TENSOR, .t = kiln_ones(2, sh, KILN_DTYPE_F16)}};
+    kiln_value out[1];
+    CHECK(kiln_function_call(f, in, 2, out, 1) < 0);
+    CHECK_STR_CONTAINS(kiln_last_error(), "aten::addmm: not implemented for dtype Half");
+  }
+  kiln_function_free(f);
+  kiln_scope_end();
+}
