@@ -110,20 +110,29 @@ KILN_API kiln_status kiln_last_status(void);
 /* Clears the thread's error message and status. */
 KILN_API void kiln_clear_error(void);
 
-/* Element types. Promotion follows PyTorch: bool < int64 < float32 < float64
- * by category (bool, integer, floating); a Python-style scalar or a 0-d
- * tensor only changes the result if it is of a higher category. */
+/* Element types. Promotion is torch.promote_types' (Note [Promotion] in
+ * src/core/dtype.c) by category (bool, integer, floating); a Python-style
+ * scalar or a 0-d tensor only changes the result if it is of a higher
+ * category. Half types (F16, BF16) are stored as 16 bits and computed in
+ * float32; integer types wrap around in their own width. */
 typedef enum kiln_dtype {
   KILN_DTYPE_F32 = 0,
   KILN_DTYPE_F64 = 1,
   KILN_DTYPE_I64 = 2,
   KILN_DTYPE_BOOL = 3,
+  KILN_DTYPE_I32 = 4,
+  KILN_DTYPE_I16 = 5,
+  KILN_DTYPE_I8 = 6,
+  KILN_DTYPE_U8 = 7,
+  KILN_DTYPE_F16 = 8,  /* IEEE binary16, PyTorch's Half */
+  KILN_DTYPE_BF16 = 9, /* bfloat16 */
   KILN_DTYPE_COUNT
 } kiln_dtype;
 
 /* Size of one element in bytes. */
 KILN_API size_t kiln_dtype_size(kiln_dtype dt);
-/* PyTorch's name: "Float", "Double", "Long", "Bool". Static string. */
+/* PyTorch's name as IR types print it: "Float", "Double", "Long", "Bool",
+ * "Int", "Short", "Char", "Byte", "Half", "BFloat16". Static string. */
 KILN_API const char *kiln_dtype_name(kiln_dtype dt);
 /* The result dtype of a binary op on two tensors of these dtypes. */
 KILN_API kiln_dtype kiln_promote_types(kiln_dtype a, kiln_dtype b);
@@ -1006,8 +1015,10 @@ KILN_API kiln_status kiln_data_loader_batch(const kiln_data_loader *l, int64_t i
 /* safetensors (huggingface's format): a little-endian u64 N, N bytes of
  * JSON {"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * ..., "__metadata__": {"key": "value"}}, then the data, row-major
- * little-endian. Dtypes F32, F64, I64 and BOOL are read and written; F16
- * and BF16 are read as F32, I32 as I64 (exactly).
+ * little-endian. Dtypes BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, F64
+ * are read and written; kiln_safetensors_load reads F16 and BF16 as F32,
+ * I32 as I64 (exactly: what model import wants), the _stored loaders
+ * every dtype as the file has it.
  *
  * The loader follows the reference implementation's rules, each with its
  * own message naming the file (and the tensor): file shorter than 8 bytes,
@@ -1026,6 +1037,10 @@ KILN_API kiln_safetensors *kiln_safetensors_load(const char *path);
 /* The same from n bytes in memory; name is used in messages. */
 KILN_API kiln_safetensors *kiln_safetensors_load_buffer(const void *buf, size_t n,
                                                         const char *name);
+/* The same two keeping every tensor's dtype as stored (F16 as Half, ...). */
+KILN_API kiln_safetensors *kiln_safetensors_load_stored(const char *path);
+KILN_API kiln_safetensors *kiln_safetensors_load_buffer_stored(const void *buf, size_t n,
+                                                               const char *name);
 KILN_API void kiln_safetensors_free(kiln_safetensors *st);
 /* Tensors in file order (by offset). Names and tensors BORROWED (valid
  * until kiln_safetensors_free); find returns NULL for an unknown name. */
@@ -1275,7 +1290,8 @@ KILN_API kiln_status kiln_model_to_lazy(kiln_model *m);
 /* nn: .npy files (numpy's format, NEP 1)                                 */
 /* ===================================================================== */
 /* Reads versions 1.0, 2.0 and 3.0 with dtypes '<f4' '<f8' '<i8' '|b1'
- * (and '<i4', '|u1', widened to int64), C or Fortran order (the result is
+ * (and '<i4', '<i2', '|i1', '|u1', widened to int64, '<f2' to float32),
+ * C or Fortran order (the result is
  * always C order), any shape up to KILN_MAX_DIMS dims including 0-d. The
  * header must be a dict with exactly 'descr', 'fortran_order' and 'shape'
  * (at most 10000 bytes) and the data exactly as long as the shape says.
@@ -1284,6 +1300,11 @@ KILN_API kiln_status kiln_model_to_lazy(kiln_model *m);
 KILN_API kiln_tensor *kiln_npy_load(const char *path);
 /* The same from n bytes in memory; name is only used in messages. */
 KILN_API kiln_tensor *kiln_npy_load_buffer(const void *buf, size_t n, const char *name);
+/* The same two keeping the file's dtype: '<i4' Int, '<i2' Short, '|i1'
+ * Char, '|u1' Byte, '<f2' Half (kiln_npy_load widens the integers to
+ * int64 and '<f2' to float32). */
+KILN_API kiln_tensor *kiln_npy_load_stored(const char *path);
+KILN_API kiln_tensor *kiln_npy_load_buffer_stored(const void *buf, size_t n, const char *name);
 /* Writes t (any layout; saved in logical C order) as numpy 1.24 would
  * (version 1.0, header padded to 64 bytes). Writes a temporary file beside
  * path, fsyncs it and renames it over path, so path holds either its old

@@ -345,7 +345,27 @@ static inline uint64_t core_hash_double(uint64_t h, double d) {
 }
 
 /* ---- dtypes ----------------------------------------------------------- */
+/* F32, F64, F16, BF16 (torch.is_floating_point). */
 bool core_dtype_is_floating(kiln_dtype dt);
+/* I64, I32, I16, I8, U8 (not bool). */
+bool core_dtype_is_integral(kiln_dtype dt);
+/* A dtype beyond kiln's first four (F32, F64, I64, BOOL): the ops that
+ * take one are listed in Note [Extended dtypes] (src/ops/dtype_gate.c). */
+bool core_dtype_is_extended(kiln_dtype dt);
+/* The dtype kernels compute a dt in: F32 for the half types, I64 for the
+ * integer types (their results wrap when stored back), else dt itself. */
+kiln_dtype core_dtype_compute(kiln_dtype dt);
+/* dst[j] = src[j * stride] converted from sd to dd, j < n (Note
+ * [Conversions], src/core/convert.c); stride 0 repeats src[0]. */
+void core_convert_run(void *dst, kiln_dtype dd, const void *src, kiln_dtype sd, int64_t stride,
+                      int64_t n);
+/* One element at p of dtype dt, as or from a double (a half type through
+ * float32; int64 beyond 2^53 rounds: use the _int forms for integers). */
+double core_load_double(const void *p, kiln_dtype dt);
+void core_store_double(void *p, kiln_dtype dt, double v);
+/* The same exactly for integer and bool dtypes (floating ones convert). */
+int64_t core_load_int(const void *p, kiln_dtype dt);
+void core_store_int(void *p, kiln_dtype dt, int64_t v);
 
 /* ---- random ------------------------------------------------------------ */
 struct kiln_generator {

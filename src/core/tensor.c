@@ -244,23 +244,9 @@ static int64_t flat_offset(const kiln_tensor *t, int64_t i) {
   return off;
 }
 
-static double load_as_double(const void *p, kiln_dtype dt) {
-  switch (dt) {
-  case KILN_DTYPE_F32: return *(const float *)p;
-  case KILN_DTYPE_F64: return *(const double *)p;
-  case KILN_DTYPE_I64: return (double)*(const int64_t *)p;
-  default: return *(const bool *)p ? 1.0 : 0.0;
-  }
-}
+static double load_as_double(const void *p, kiln_dtype dt) { return core_load_double(p, dt); }
 
-static void store_from_double(void *p, kiln_dtype dt, double v) {
-  switch (dt) {
-  case KILN_DTYPE_F32: *(float *)p = (float)v; break;
-  case KILN_DTYPE_F64: *(double *)p = v; break;
-  case KILN_DTYPE_I64: *(int64_t *)p = core_f2i(v); break;
-  default: *(bool *)p = v != 0; break;
-  }
-}
+static void store_from_double(void *p, kiln_dtype dt, double v) { core_store_double(p, dt, v); }
 
 double core_get_flat(const kiln_tensor *t, int64_t i) {
   const char *base = core_data(t);
@@ -330,7 +316,14 @@ kiln_tensor *kiln_full(int ndim, const int64_t *shape, double value, kiln_dtype 
     for (int64_t i = 0; i < n; i++) ((int64_t *)d)[i] = iv;
     break;
   }
-  default: memset(d, value != 0, (size_t)n); break;
+  case KILN_DTYPE_BOOL: memset(d, value != 0, (size_t)n); break;
+  default: {
+    size_t es = kiln_dtype_size(dt);
+    char one[8];
+    core_store_double(one, dt, value);
+    for (int64_t i = 0; i < n; i++) memcpy((char *)d + i * (int64_t)es, one, es);
+    break;
+  }
   }
   return core_autorelease(t);
 }
@@ -448,6 +441,10 @@ static kiln_tensor *random_tensor(const char *fn, int ndim, const int64_t *shape
   if (!core_dtype_is_floating(dt)) {
     core_error(KILN_ERR_INVALID, "%s: dtype %s is not floating point", fn,
                kiln_dtype_name(dt));
+    return NULL;
+  }
+  if (dt != KILN_DTYPE_F32 && dt != KILN_DTYPE_F64) { /* Note [Extended dtypes] */
+    core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented for dtype %s", fn, kiln_dtype_name(dt));
     return NULL;
   }
   kiln_tensor *t = core_tensor_new(ndim, shape, dt);

@@ -825,6 +825,9 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
   c->f = f;
   c->in = in;
   memset(c->outs, 0, sizeof c->outs);
+  for (int i = 0; i < f->n_in; i++) /* Note [Extended dtypes]: not fused */
+    if (in[i].tag == EXEC_V_TENSOR && core_dtype_is_extended(in[i].t->dtype))
+      return run_plain(f, in, out);
   if (index_space(c)) return run_plain(f, in, out);
   if (!(c->kn = kernel_for(f, in))) return -1;
   if ((rc = call_steps(c)) < 0) goto done;

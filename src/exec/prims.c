@@ -231,9 +231,8 @@ static int p_item(const exec_instr *x, exec_value *in, exec_value *out) {
   if (need_tensor(x, &in[0]) < 0) return -1;
   if (kiln_item(in[0].t, &v) < 0) return -1;
   switch (in[0].t->dtype) {
-  case KILN_DTYPE_I64: out[0] = vi(core_f2i(v)); break;
   case KILN_DTYPE_BOOL: out[0] = vb(v != 0); break;
-  default: out[0] = vf(v); break;
+  default: out[0] = core_dtype_is_integral(in[0].t->dtype) ? vi(core_f2i(v)) : vf(v); break;
   }
   return 0;
 }

@@ -172,12 +172,13 @@ static int parse_type(parser *p, ir_graph *g, const ir_type **out);
 
 static int dtype_of(const ir_token *t) {
   static const struct { const char *name; int dt; } names[] = {
-      {"Float", KILN_DTYPE_F32}, {"Double", KILN_DTYPE_F64},
-      {"Long", KILN_DTYPE_I64},  {"Bool", KILN_DTYPE_BOOL}};
+      {"Float", KILN_DTYPE_F32}, {"Double", KILN_DTYPE_F64}, {"Long", KILN_DTYPE_I64},
+      {"Bool", KILN_DTYPE_BOOL}, {"Int", KILN_DTYPE_I32},    {"Short", KILN_DTYPE_I16},
+      {"Char", KILN_DTYPE_I8},   {"Byte", KILN_DTYPE_U8},    {"Half", KILN_DTYPE_F16},
+      {"BFloat16", KILN_DTYPE_BF16}};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++)
     if (t->n == strlen(names[i].name) && memcmp(t->s, names[i].name, t->n) == 0) return names[i].dt;
-  static const char *unsupported[] = {"Byte", "Char", "Short", "Int", "Half", "BFloat16",
-                                      "ComplexHalf", "ComplexFloat", "ComplexDouble",
+  static const char *unsupported[] = {"ComplexHalf", "ComplexFloat", "ComplexDouble",
                                       "QInt8", "QUInt8", "QInt32"};
   for (size_t i = 0; i < sizeof unsupported / sizeof *unsupported; i++)
     if (t->n == strlen(unsupported[i]) && memcmp(t->s, unsupported[i], t->n) == 0) return -2;
@@ -320,7 +321,7 @@ static int parse_type_primary(parser *p, ir_graph *g, const ir_type **out) {
   char buf[64];
   if (dt == -2)
     return perr_at(p, p->lx.tok.line, p->lx.tok.col, "unsupported tensor dtype %s (kiln has Float, "
-                   "Double, Long, Bool)", ir_tok_desc(&p->lx.tok, buf, sizeof buf));
+                   "Double, Long, Bool, Int, Short, Char, Byte, Half, BFloat16)", ir_tok_desc(&p->lx.tok, buf, sizeof buf));
   for (size_t i = 0; i < sizeof simple / sizeof *simple; i++)
     if (at_word(p, simple[i].name)) {
       *out = ir_type_simple(simple[i].k);

@@ -54,7 +54,10 @@ void ir_buf_quoted(ir_buf *b, const char *s) {
 
 static const char *dtype_text[KILN_DTYPE_COUNT] = {
     [KILN_DTYPE_F32] = "Float", [KILN_DTYPE_F64] = "Double",
-    [KILN_DTYPE_I64] = "Long", [KILN_DTYPE_BOOL] = "Bool"};
+    [KILN_DTYPE_I64] = "Long", [KILN_DTYPE_BOOL] = "Bool",
+    [KILN_DTYPE_I32] = "Int", [KILN_DTYPE_I16] = "Short",
+    [KILN_DTYPE_I8] = "Char", [KILN_DTYPE_U8] = "Byte",
+    [KILN_DTYPE_F16] = "Half", [KILN_DTYPE_BF16] = "BFloat16"};
 
 static void tensor_opts(ir_buf *b, const ir_type *t, bool first) {
   if (t->requires_grad >= 0) {

@@ -230,7 +230,8 @@ kiln_tensor *kiln_data_idx_load(const char *path, kiln_dtype dt) {
       case KILN_DTYPE_F32: ((float *)d)[i] = (float)v; break;
       case KILN_DTYPE_F64: ((double *)d)[i] = v; break;
       case KILN_DTYPE_I64: ((int64_t *)d)[i] = (int64_t)v; break;
-      default: ((bool *)d)[i] = v != 0; break;
+      case KILN_DTYPE_BOOL: ((bool *)d)[i] = v != 0; break;
+      default: core_store_double((char *)d + i * (int64_t)kiln_dtype_size(dt), dt, v); break;
       }
     }
     t = core_autorelease(t);

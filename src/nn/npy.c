@@ -225,11 +225,18 @@ static const struct {
   const char *descr;
   nn_npy_code code;
   size_t itemsize;
-  kiln_dtype dtype;
+  kiln_dtype dtype;  /* widened (kiln_npy_load) */
+  kiln_dtype stored; /* as stored (kiln_npy_load_stored) */
 } npy_types[] = {
-    {"<f4", NN_NPY_F4, 4, KILN_DTYPE_F32}, {"<f8", NN_NPY_F8, 8, KILN_DTYPE_F64},
-    {"<i8", NN_NPY_I8, 8, KILN_DTYPE_I64}, {"|b1", NN_NPY_B1, 1, KILN_DTYPE_BOOL},
-    {"<i4", NN_NPY_I4, 4, KILN_DTYPE_I64}, {"|u1", NN_NPY_U1, 1, KILN_DTYPE_I64},
+    {"<f4", NN_NPY_F4, 4, KILN_DTYPE_F32, KILN_DTYPE_F32},
+    {"<f8", NN_NPY_F8, 8, KILN_DTYPE_F64, KILN_DTYPE_F64},
+    {"<i8", NN_NPY_I8, 8, KILN_DTYPE_I64, KILN_DTYPE_I64},
+    {"|b1", NN_NPY_B1, 1, KILN_DTYPE_BOOL, KILN_DTYPE_BOOL},
+    {"<i4", NN_NPY_I4, 4, KILN_DTYPE_I64, KILN_DTYPE_I32},
+    {"|u1", NN_NPY_U1, 1, KILN_DTYPE_I64, KILN_DTYPE_U8},
+    {"<i2", NN_NPY_I2, 2, KILN_DTYPE_I64, KILN_DTYPE_I16},
+    {"|i1", NN_NPY_I1, 1, KILN_DTYPE_I64, KILN_DTYPE_I8},
+    {"<f2", NN_NPY_F2, 2, KILN_DTYPE_F32, KILN_DTYPE_F16},
 };
 
 static int parse_descr(lexer *L, nn_npy_header *h) {
@@ -249,6 +256,7 @@ static int parse_descr(lexer *L, nn_npy_header *h) {
       h->code = npy_types[i].code;
       h->file_itemsize = npy_types[i].itemsize;
       h->dtype = npy_types[i].dtype;
+      h->stored = npy_types[i].stored;
       return 0;
     }
   const char *why = "";
@@ -256,7 +264,7 @@ static int parse_descr(lexer *L, nn_npy_header *h) {
   if (t.len && memchr(t.s, 'O', t.len)) why = " (object arrays are never loaded)";
   return npy_error(KILN_ERR_UNSUPPORTED, L->ctx,
                    "header: unsupported dtype %s%s; kiln reads '<f4', '<f8', '<i8', "
-                   "'|b1', and '<i4', '|u1' (as int64)",
+                   "'|b1', '<i4', '<i2', '|i1', '|u1' and '<f2'",
                    tk_desc(&t, d, sizeof d), why);
 }
 
@@ -388,20 +396,16 @@ too_big: {
 
 /* ---- data ---------------------------------------------------------------------- */
 
-/* Stores file element src (of code) into dst (of the tensor's dtype). */
-static inline void convert_one(void *dst, const unsigned char *src, nn_npy_code code) {
-  switch (code) {
-  case NN_NPY_F4: memcpy(dst, src, 4); break;
-  case NN_NPY_F8:
-  case NN_NPY_I8: memcpy(dst, src, 8); break;
-  case NN_NPY_B1: *(bool *)dst = *src != 0; break;
-  case NN_NPY_I4: {
-    int32_t v;
-    memcpy(&v, src, 4);
-    *(int64_t *)dst = v;
-    break;
-  }
-  case NN_NPY_U1: *(int64_t *)dst = *src; break;
+/* Stores file element src (of h->stored, unaligned) into dst (of h->dtype). */
+static inline void convert_one(void *dst, const unsigned char *src, const nn_npy_header *h) {
+  if (h->code == NN_NPY_B1) {
+    *(bool *)dst = *src != 0;
+  } else if (h->stored == h->dtype) {
+    memcpy(dst, src, h->file_itemsize);
+  } else {
+    uint64_t e = 0;
+    memcpy(&e, src, h->file_itemsize);
+    core_convert_run(dst, h->dtype, &e, h->stored, 1, 1);
   }
 }
 
@@ -416,7 +420,7 @@ void nn_npy_decode(const nn_npy_header *h, const void *src, kiln_tensor *out) {
       memcpy(d, s, h->data_nbytes);
       return;
     }
-    for (int64_t i = 0; i < n; i++) convert_one(d + i * (int64_t)es, s + i * (int64_t)fs, h->code);
+    for (int64_t i = 0; i < n; i++) convert_one(d + i * (int64_t)es, s + i * (int64_t)fs, h);
     return;
   }
   /* Fortran order: element (i0, ..., ik) is at sum(i_d * fstride_d) with
@@ -428,7 +432,7 @@ void nn_npy_decode(const nn_npy_header *h, const void *src, kiln_tensor *out) {
     acc *= h->shape[i];
   }
   for (int64_t i = 0; i < n; i++) {
-    convert_one(d + i * (int64_t)es, s + off * (int64_t)fs, h->code);
+    convert_one(d + i * (int64_t)es, s + off * (int64_t)fs, h);
     for (int k = nd - 1; k >= 0; k--) {
       off += fstr[k];
       if (++idx[k] < h->shape[k]) break;
@@ -454,7 +458,7 @@ static int header_truncated(const char *ctx, const nn_npy_header *h, size_t tota
                    h->header_len, total - h->prefix_len);
 }
 
-kiln_tensor *kiln_npy_load_buffer(const void *buf, size_t n, const char *name) {
+static kiln_tensor *load_buffer(const void *buf, size_t n, const char *name, bool stored) {
   char ctx[300];
   nn_npy_header h;
   snprintf(ctx, sizeof ctx, "npy_load_buffer: '%s'", name ? name : "<buffer>");
@@ -468,6 +472,7 @@ kiln_tensor *kiln_npy_load_buffer(const void *buf, size_t n, const char *name) {
     return NULL;
   }
   if (nn_npy_parse_header((const char *)buf + h.prefix_len, ctx, &h) < 0) return NULL;
+  if (stored) h.dtype = h.stored;
   if (n - h.data_offset != h.data_nbytes) {
     data_size_error(ctx, &h, n - h.data_offset);
     return NULL;
@@ -486,7 +491,15 @@ static int read_exact(FILE *f, void *buf, size_t n, const char *ctx) {
   return 0;
 }
 
-kiln_tensor *kiln_npy_load(const char *path) {
+kiln_tensor *kiln_npy_load_buffer(const void *buf, size_t n, const char *name) {
+  return load_buffer(buf, n, name, false);
+}
+
+kiln_tensor *kiln_npy_load_buffer_stored(const void *buf, size_t n, const char *name) {
+  return load_buffer(buf, n, name, true);
+}
+
+static kiln_tensor *load_file(const char *path, bool stored) {
   char ctx[300];
   unsigned char pre[NN_NPY_PREFIX_MAX];
   char *text = NULL;
@@ -527,6 +540,7 @@ kiln_tensor *kiln_npy_load(const char *path) {
       read_exact(f, text, h.header_len, ctx) < 0)
     goto fail;
   if (nn_npy_parse_header(text, ctx, &h) < 0) goto fail;
+  if (stored) h.dtype = h.stored;
   if (size - h.data_offset != h.data_nbytes) {
     data_size_error(ctx, &h, size - h.data_offset);
     goto fail;
@@ -554,10 +568,16 @@ fail:
   return NULL;
 }
 
+kiln_tensor *kiln_npy_load(const char *path) { return load_file(path, false); }
+
+kiln_tensor *kiln_npy_load_stored(const char *path) { return load_file(path, true); }
+
 /* ---- writing --------------------------------------------------------------------- */
 
 size_t nn_npy_format_header(const kiln_tensor *t, char *buf, size_t cap) {
-  static const char *const descr[KILN_DTYPE_COUNT] = {"<f4", "<f8", "<i8", "|b1"};
+  static const char *const descr[KILN_DTYPE_COUNT] = {"<f4", "<f8", "<i8", "|b1", "<i4",
+                                                      "<i2", "|i1", "|u1", "<f2", NULL};
+  if (!descr[t->dtype]) return 0; /* bfloat16: numpy has none */
   char dict[400];
   size_t k = (size_t)snprintf(dict, sizeof dict,
                               "{'descr': '%s', 'fortran_order': False, 'shape': (",
@@ -635,6 +655,10 @@ kiln_status kiln_npy_save(const char *path, const kiln_tensor *t) {
   if ((unsigned)t->dtype >= KILN_DTYPE_COUNT)
     return core_error(KILN_ERR_INVALID, "npy_save: '%s': invalid dtype %d", path,
                       (int)t->dtype);
+  if (t->dtype == KILN_DTYPE_BF16)
+    return core_error(KILN_ERR_UNSUPPORTED,
+                      "npy_save: '%s': numpy has no bfloat16 dtype (convert to Float first)",
+                      path);
   if (t->device == CORE_DEVICE_LAZY && core_lazy_materialize_hook) {
     /* A lazy tensor: run what it needs, save its CPU value. */
     kiln_tensor *c = core_lazy_materialize_hook(t);

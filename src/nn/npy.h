@@ -16,7 +16,8 @@
 
 /* How elements are stored in the file. */
 typedef enum nn_npy_code {
-  NN_NPY_F4, NN_NPY_F8, NN_NPY_I8, NN_NPY_B1, NN_NPY_I4, NN_NPY_U1
+  NN_NPY_F4, NN_NPY_F8, NN_NPY_I8, NN_NPY_B1, NN_NPY_I4, NN_NPY_U1, NN_NPY_I2, NN_NPY_I1,
+  NN_NPY_F2
 } nn_npy_code;
 
 typedef struct nn_npy_header {
@@ -26,7 +27,9 @@ typedef struct nn_npy_header {
   size_t data_offset;      /* prefix_len + header_len */
   nn_npy_code code;        /* the file's element type ('descr') */
   size_t file_itemsize;    /* bytes per element in the file */
-  kiln_dtype dtype;        /* the tensor's dtype (i4 and u1 become int64) */
+  kiln_dtype stored;       /* the file's dtype as a kiln dtype */
+  kiln_dtype dtype;        /* the tensor's dtype: stored, or widened (integers to
+                              int64, f2 to float32) for kiln_npy_load */
   bool fortran_order;
   int ndim;
   int64_t shape[KILN_MAX_DIMS];
@@ -48,7 +51,7 @@ int nn_npy_parse_prefix(const void *buf, size_t n, const char *ctx, nn_npy_heade
 int nn_npy_parse_header(const char *text, const char *ctx, nn_npy_header *h);
 
 /* Decodes h->data_nbytes bytes of file data at src into out, a contiguous
- * tensor of h->dtype and h->shape: converts i4/u1 to int64, normalises
+ * tensor of h->dtype and h->shape: converts h->stored to it, normalises
  * bools to 0/1 and reorders Fortran-order data to C order. src needs no
  * alignment. */
 void nn_npy_decode(const nn_npy_header *h, const void *src, kiln_tensor *out);

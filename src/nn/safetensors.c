@@ -32,80 +32,48 @@ struct kiln_safetensors {
 };
 
 /* Every dtype the format defines, with its width in bits; kiln reads the
- * ones with a kiln dtype: F16 and BF16 widened to float32, I32 to int64
- * (Note [Widened dtypes]). */
+ * ones with a kiln dtype: as stored (kiln_safetensors_load_stored), or
+ * with F16 and BF16 widened to float32, I32 to int64 (Note [Widened
+ * dtypes]). */
 static const struct {
   const char *name;
   int bits;
-  int kiln;                  /* kiln_dtype, or -1 */
+  int kiln;                  /* kiln_dtype when widening, or -1 */
+  int stored;                /* kiln_dtype as stored, or -1 */
 } st_dtypes[] = {
-    {"BOOL", 8, KILN_DTYPE_BOOL}, {"F4", 4, -1},      {"F6_E2M3", 6, -1}, {"F6_E3M2", 6, -1},
-    {"U8", 8, -1},                {"I8", 8, -1},      {"F8_E5M2", 8, -1}, {"F8_E4M3", 8, -1},
-    {"F8_E8M0", 8, -1},           {"F8_E4M3FNUZ", 8, -1}, {"F8_E5M2FNUZ", 8, -1},
-    {"I16", 16, -1},              {"U16", 16, -1},    {"F16", 16, KILN_DTYPE_F32},
-    {"BF16", 16, KILN_DTYPE_F32}, {"I32", 32, KILN_DTYPE_I64},              {"U32", 32, -1},    {"F32", 32, KILN_DTYPE_F32},
-    {"C64", 64, -1},              {"F64", 64, KILN_DTYPE_F64}, {"I64", 64, KILN_DTYPE_I64},
-    {"U64", 64, -1},
+    {"BOOL", 8, KILN_DTYPE_BOOL, KILN_DTYPE_BOOL}, {"F4", 4, -1, -1},
+    {"F6_E2M3", 6, -1, -1}, {"F6_E3M2", 6, -1, -1},
+    {"U8", 8, KILN_DTYPE_U8, KILN_DTYPE_U8}, {"I8", 8, KILN_DTYPE_I8, KILN_DTYPE_I8},
+    {"F8_E5M2", 8, -1, -1}, {"F8_E4M3", 8, -1, -1}, {"F8_E8M0", 8, -1, -1},
+    {"F8_E4M3FNUZ", 8, -1, -1}, {"F8_E5M2FNUZ", 8, -1, -1},
+    {"I16", 16, KILN_DTYPE_I16, KILN_DTYPE_I16}, {"U16", 16, -1, -1},
+    {"F16", 16, KILN_DTYPE_F32, KILN_DTYPE_F16}, {"BF16", 16, KILN_DTYPE_F32, KILN_DTYPE_BF16},
+    {"I32", 32, KILN_DTYPE_I64, KILN_DTYPE_I32}, {"U32", 32, -1, -1},
+    {"F32", 32, KILN_DTYPE_F32, KILN_DTYPE_F32}, {"C64", 64, -1, -1},
+    {"F64", 64, KILN_DTYPE_F64, KILN_DTYPE_F64}, {"I64", 64, KILN_DTYPE_I64, KILN_DTYPE_I64},
+    {"U64", 64, -1, -1},
 };
 enum { N_ST_DTYPES = sizeof st_dtypes / sizeof st_dtypes[0] };
 
 /* Note [Widened dtypes]: PyTorch saves half-precision weights (F16, BF16)
- * and int32 counters; kiln computes in float32 and int64, so the loader
- * converts them exactly (every F16/BF16 value is a float32, every int32 an
- * int64). Files kiln writes hold its own dtypes. */
-static float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
-  if (exp == 0) {
-    if (man == 0) {
-      bits = sign;
-    } else { /* subnormal: normalise */
-      exp = 127 - 15 + 1;
-      while (!(man & 1024)) {
-        man <<= 1;
-        exp--;
-      }
-      bits = sign | exp << 23 | (man & 1023) << 13;
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | man << 13;
-  } else {
-    bits = sign | (exp + 127 - 15) << 23 | man << 13;
-  }
-  float f;
-  memcpy(&f, &bits, 4);
-  return f;
-}
-
-static void widen(void *dst, const unsigned char *src, size_t nb, const char *name) {
-  if (strcmp(name, "I32") == 0) {
-    int64_t *d = dst;
-    for (size_t i = 0; i < nb / 4; i++) {
-      int32_t v;
-      memcpy(&v, src + 4 * i, 4);
-      d[i] = v;
-    }
-    return;
-  }
-  float *d = dst;
-  bool bf = strcmp(name, "BF16") == 0;
-  for (size_t i = 0; i < nb / 2; i++) {
-    uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
-    if (bf) {
-      uint32_t bits = (uint32_t)h << 16;
-      memcpy(&d[i], &bits, 4);
-    } else {
-      d[i] = half_to_float(h);
-    }
-  }
+ * and int32 counters; kiln's model import computes in float32 and int64,
+ * so kiln_safetensors_load converts them exactly (every F16/BF16 value is
+ * a float32, every int32 an int64). kiln_safetensors_load_stored keeps
+ * every dtype as the file has it. Files kiln writes hold the tensors'
+ * own dtypes. */
+static int widen(void *dst, kiln_dtype dd, const unsigned char *src, kiln_dtype sd, size_t nb) {
+  void *tmp = core_alloc(nb ? nb : 1); /* src may be unaligned */
+  if (!tmp) return KILN_ERR_NOMEM;
+  memcpy(tmp, src, nb);
+  core_convert_run(dst, dd, tmp, sd, 1, (int64_t)(nb / kiln_dtype_size(sd)));
+  core_free(tmp);
+  return 0;
 }
 
 static const char *st_name_of(kiln_dtype dt) {
-  switch (dt) {
-  case KILN_DTYPE_F32: return "F32";
-  case KILN_DTYPE_F64: return "F64";
-  case KILN_DTYPE_I64: return "I64";
-  default: return "BOOL";
-  }
+  for (int i = 0; i < N_ST_DTYPES; i++)
+    if (st_dtypes[i].stored == (int)dt) return st_dtypes[i].name;
+  return "BOOL";
 }
 
 void kiln_safetensors_free(kiln_safetensors *st) {
@@ -258,7 +226,7 @@ fail:
 }
 
 /* Validates buf (n bytes; st takes ownership of it). */
-static kiln_safetensors *st_parse(unsigned char *buf, size_t n, const char *name) {
+static kiln_safetensors *st_parse(unsigned char *buf, size_t n, const char *name, bool stored) {
   int rc = 0;
   json_t *root = NULL;
   kiln_safetensors *st = core_calloc(1, sizeof *st);
@@ -319,17 +287,19 @@ static kiln_safetensors *st_parse(unsigned char *buf, size_t n, const char *name
   st->data_len = (size_t)pos;
   for (int i = 0; i < st->n; i++) {
     st_entry *e = &st->e[i];
-    int kd = st_dtypes[e->dtype_code].kiln;
+    int kd = stored ? st_dtypes[e->dtype_code].stored : st_dtypes[e->dtype_code].kiln;
     if (kd < 0)
       FAIL(KILN_ERR_UNSUPPORTED,
-           "\"%s\": dtype %s is not supported (F32, F64, I64, BOOL are; F16, BF16, I32 widen)",
+           "\"%s\": dtype %s is not supported (BOOL, U8, I8, I16, I32, I64, F16, BF16, F32, "
+           "F64 are)",
            name, e->name, st_dtypes[e->dtype_code].name);
     e->t = core_tensor_new(e->ndim, e->shape, (kiln_dtype)kd);
     if (!e->t) goto oom;
     size_t nb = (size_t)(e->end - e->begin);
-    int bits = st_dtypes[e->dtype_code].bits;
-    if (bits != (int)(8 * kiln_dtype_size((kiln_dtype)kd)) && kd != KILN_DTYPE_BOOL) {
-      widen(core_data(e->t), buf + st->data_off + e->begin, nb, st_dtypes[e->dtype_code].name);
+    if (kd != st_dtypes[e->dtype_code].stored) {
+      if (widen(core_data(e->t), (kiln_dtype)kd, buf + st->data_off + e->begin,
+                (kiln_dtype)st_dtypes[e->dtype_code].stored, nb) < 0)
+        goto oom;
       continue;
     }
     if (nb) memcpy(core_data(e->t), buf + st->data_off + e->begin, nb);
@@ -348,7 +318,7 @@ fail:
   return NULL;
 }
 
-kiln_safetensors *kiln_safetensors_load_buffer(const void *buf, size_t n, const char *name) {
+static kiln_safetensors *load_buffer(const void *buf, size_t n, const char *name, bool stored) {
   if (!buf && n) {
     core_error(KILN_ERR_INVALID, "safetensors: NULL buffer");
     return NULL;
@@ -356,10 +326,19 @@ kiln_safetensors *kiln_safetensors_load_buffer(const void *buf, size_t n, const 
   unsigned char *copy = core_alloc(n ? n : 1);
   if (!copy) return NULL;
   if (n) memcpy(copy, buf, n);
-  return st_parse(copy, n, name ? name : "(buffer)");
+  return st_parse(copy, n, name ? name : "(buffer)", stored);
 }
 
-kiln_safetensors *kiln_safetensors_load(const char *path) {
+kiln_safetensors *kiln_safetensors_load_buffer(const void *buf, size_t n, const char *name) {
+  return load_buffer(buf, n, name, false);
+}
+
+kiln_safetensors *kiln_safetensors_load_buffer_stored(const void *buf, size_t n,
+                                                      const char *name) {
+  return load_buffer(buf, n, name, true);
+}
+
+static kiln_safetensors *load_file(const char *path, bool stored) {
   if (!path) {
     core_error(KILN_ERR_INVALID, "safetensors: NULL path");
     return NULL;
@@ -386,8 +365,12 @@ kiln_safetensors *kiln_safetensors_load(const char *path) {
     core_error(KILN_ERR_IO, "safetensors: '%s': read error (%zu of %zu bytes)", path, got, n);
     return NULL;
   }
-  return st_parse(buf, n, path);
+  return st_parse(buf, n, path, stored);
 }
+
+kiln_safetensors *kiln_safetensors_load(const char *path) { return load_file(path, false); }
+
+kiln_safetensors *kiln_safetensors_load_stored(const char *path) { return load_file(path, true); }
 
 int kiln_safetensors_n_tensors(const kiln_safetensors *st) { return st ? st->n : 0; }
 

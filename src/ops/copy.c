@@ -6,24 +6,6 @@
 
 #include "op.h"
 
-static inline double load_any(const char *p, kiln_dtype dt) {
-  switch (dt) {
-  case KILN_DTYPE_F32: return *(const float *)p;
-  case KILN_DTYPE_F64: return *(const double *)p;
-  case KILN_DTYPE_I64: return (double)*(const int64_t *)p;
-  default: return *(const bool *)p ? 1.0 : 0.0;
-  }
-}
-
-static inline void store_any(char *p, kiln_dtype dt, double v) {
-  switch (dt) {
-  case KILN_DTYPE_F32: *(float *)p = (float)v; break;
-  case KILN_DTYPE_F64: *(double *)p = v; break;
-  case KILN_DTYPE_I64: *(int64_t *)p = core_f2i(v); break;
-  default: *(bool *)p = v != 0; break;
-  }
-}
-
 #define COPY_PARALLEL_BYTES (256 << 10) /* contiguous copies split over threads from here */
 
 /* dst[i] = src[i] over dst's shape; src broadcast to it (strides 0 where
@@ -58,7 +40,7 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
   }
   if (nd == 0) {
     if (dst->dtype == src->dtype) memcpy(d, s, des);
-    else store_any(d, dst->dtype, load_any(s, src->dtype));
+    else core_convert_run(d, dst->dtype, s, src->dtype, 1, 1);
     return;
   }
   /* rows along the last dim (a broadcast bias, a transpose's columns):
@@ -69,10 +51,13 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
   for (int64_t r = 0; r < rows; r++) {
     char *dp = d + doff * (int64_t)des;
     const char *sp = s + soff * (int64_t)ses;
-    if (dst->dtype != src->dtype) {
-      for (int64_t j = 0; j < w; j++)
-        store_any(dp + j * dst_s * (int64_t)des, dst->dtype,
-                  load_any(sp + j * src_s * (int64_t)ses, src->dtype));
+    if (dst->dtype != src->dtype) { /* Note [Conversions] */
+      if (dst_s == 1)
+        core_convert_run(dp, dst->dtype, sp, src->dtype, src_s, w);
+      else
+        for (int64_t j = 0; j < w; j++)
+          core_convert_run(dp + j * dst_s * (int64_t)des, dst->dtype,
+                           sp + j * src_s * (int64_t)ses, src->dtype, 1, 1);
     } else if (dst_s == 1 && src_s == 1) {
       memcpy(dp, sp, (size_t)w * des);
     } else if (des == 4) {
@@ -101,20 +86,26 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
 /* ScalarType codes as TorchScript prints them. */
 int op_dtype_from_code(int64_t code, kiln_dtype *out) {
   switch (code) {
+  case 0: *out = KILN_DTYPE_U8; return 0;
+  case 1: *out = KILN_DTYPE_I8; return 0;
+  case 2: *out = KILN_DTYPE_I16; return 0;
+  case 3: *out = KILN_DTYPE_I32; return 0;
   case 4: *out = KILN_DTYPE_I64; return 0;
+  case 5: *out = KILN_DTYPE_F16; return 0;
   case 6: *out = KILN_DTYPE_F32; return 0;
   case 7: *out = KILN_DTYPE_F64; return 0;
   case 11: *out = KILN_DTYPE_BOOL; return 0;
+  case 15: *out = KILN_DTYPE_BF16; return 0;
   default:
     return core_error(KILN_ERR_UNSUPPORTED,
-                      "dtype code %lld is not supported (kiln has 4 Long, 6 Float, 7 "
-                      "Double, 11 Bool)",
+                      "dtype code %lld is not supported (kiln has 0 Byte, 1 Char, 2 Short, "
+                      "3 Int, 4 Long, 5 Half, 6 Float, 7 Double, 11 Bool, 15 BFloat16)",
                       (long long)code);
   }
 }
 
 int op_dtype_code(kiln_dtype dt) {
-  static const int codes[KILN_DTYPE_COUNT] = {6, 7, 4, 11};
+  static const int codes[KILN_DTYPE_COUNT] = {6, 7, 4, 11, 3, 2, 1, 0, 5, 15};
   return codes[dt];
 }
 
@@ -222,7 +213,7 @@ int op_ones_like_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   int64_t k = kiln_tensor_numel(o[0]);
   char *d = core_data(o[0]);
   size_t es = kiln_dtype_size(o[0]->dtype);
-  for (int64_t i = 0; i < k; i++) store_any(d + i * (int64_t)es, o[0]->dtype, 1.0);
+  for (int64_t i = 0; i < k; i++) core_store_double(d + i * (int64_t)es, o[0]->dtype, 1.0);
   return 0;
 }
 

@@ -123,6 +123,7 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
         if (!args[i].ts.v[k])
           return core_error(KILN_ERR_INVALID, "%s: tensor %d of argument %d is NULL",
                             info->name, k, i);
+  if (op_dtype_gate(op, args, n_args) < 0) return KILN_ERR_UNSUPPORTED;
   if (info->flags & OPF_DECOMPOSES) {
     if (!info->decompose)
       return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
@@ -213,6 +214,7 @@ int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
   bool ew = info->flags & OPF_ELEMENTWISE, self_out = info->flags & OPF_SELF_OUT;
   if (!(ew || self_out) || n_args != info->n_args)
     return core_error(KILN_ERR_INVALID, "%s: cannot write into a given tensor", info->name);
+  if (op_dtype_gate(op, args, n_args) < 0) return KILN_ERR_UNSUPPORTED; /* addmm into Half */
   if (self_out) {
     /* out is self, and no other argument reads its memory while it is written */
     bool ok = n_args > 0 && args[0].tag == OP_VAL_TENSOR && args[0].t == out;

@@ -105,10 +105,19 @@ int op_ew_plan(int op, const op_val *args, int n_args, ew_plan *p) {
   }
   if ((info->flags & OPF_FLOAT_ONLY) && !core_dtype_is_floating(p->compute))
     p->compute = KILN_DTYPE_F32;
-  p->out_dtype = (info->flags & OPF_BOOL_OUT) ? KILN_DTYPE_BOOL : p->compute;
+  /* Note [Narrow dtypes]: a half or narrow-integer result computes in
+   * float32 or int64 (core_dtype_compute); its operands are first rounded
+   * or wrapped to the result dtype, as PyTorch converts them to it, and
+   * the kernel's results are rounded or wrapped back. For integers this is
+   * exactly arithmetic in their own width: +, -, *, shifts and bitwise
+   * ops are the same modulo 2^width, and a quotient or comparison of
+   * in-range values is the same value. */
+  p->result = p->compute;
+  p->compute = core_dtype_compute(p->result);
+  p->out_dtype = (info->flags & OPF_BOOL_OUT) ? KILN_DTYPE_BOOL : p->result;
   if (!info->tiles || !info->tiles[p->compute])
     return core_error(KILN_ERR_INVALID, "%s: not implemented for dtype %s", info->name,
-                      kiln_dtype_name(p->compute));
+                      kiln_dtype_name(p->result));
   for (int k = 0; k < OP_MAX_ATTRS; k++) p->attrs.s[k] = NAN;
   for (int i = p->nin, k = 0; i < n_args && k < OP_MAX_ATTRS; i++, k++) {
     const op_val *v = &args[i];
@@ -120,6 +129,15 @@ int op_ew_plan(int op, const op_val *args, int n_args, ew_plan *p) {
       return core_error(KILN_ERR_INVALID, "%s: argument %d must be a number, got %s",
                         info->name, i, op_val_desc(v, d, sizeof d));
   }
+  /* a narrow integer op's scalars (clamp's bounds, alpha) are of its dtype
+   * too, as PyTorch converts them: clamp(uint8, min=-5) clamps at 251 */
+  if (p->result != p->compute && core_dtype_is_integral(p->result))
+    for (int k = 0; k < OP_MAX_ATTRS; k++)
+      if (!isnan(p->attrs.s[k])) {
+        char e[8];
+        core_store_double(e, p->result, p->attrs.s[k]);
+        p->attrs.s[k] = core_load_double(e, p->result);
+      }
   return 0;
 }
 
@@ -139,7 +157,8 @@ static inline void store_conv(void *dst, kiln_dtype dt, int64_t i, double v) {
   case KILN_DTYPE_F32: ((float *)dst)[i] = (float)v; break;
   case KILN_DTYPE_F64: ((double *)dst)[i] = v; break;
   case KILN_DTYPE_I64: ((int64_t *)dst)[i] = core_f2i(v); break;
-  default: ((bool *)dst)[i] = v != 0; break;
+  case KILN_DTYPE_BOOL: ((bool *)dst)[i] = v != 0; break;
+  default: core_store_double((char *)dst + i * (int64_t)kiln_dtype_size(dt), dt, v); break;
   }
 }
 
@@ -155,56 +174,9 @@ void op_ew_operand_init(ew_operand *o, const kiln_tensor *t, int ndim, const int
               memcmp(t->shape, shape, (size_t)ndim * sizeof *shape) == 0 && core_is_contiguous(t);
 }
 
-/* Typed strided runs: dst[j] = (D)src[j * stride] for every pair of dtypes
- * (bool results are 0/1), so gathering a converted operand is one plain
- * loop per run, not a call per element; each compiled per CPU level (Note
- * [CPU levels]). */
-typedef void (*run_fn)(void *dst, const void *src, int64_t stride, int64_t n);
-#define RUN(SN, ST, DN, DT, CONV)                                                \
-  CORE_CLONES(run_##SN##_##DN, (void *dst_, const void *src_, int64_t stride, int64_t n), \
-              (dst_, src_, stride, n)) {                                 \
-    DT *restrict dst = dst_;                                                     \
-    const ST *restrict src = src_;                                               \
-    if (stride == 1)                                                             \
-      for (int64_t j = 0; j < n; j++) dst[j] = CONV(src[j]);                     \
-    else if (stride == 0) {                                                      \
-      DT v = CONV(src[0]);                                                       \
-      for (int64_t j = 0; j < n; j++) dst[j] = v;                                \
-    } else                                                                       \
-      for (int64_t j = 0; j < n; j++) dst[j] = CONV(src[j * stride]);            \
-  }
-#define AS_IS(x) (x)
-#define AS_BOOL(x) ((x) != 0)
-#define AS_F32(x) ((float)(x))
-#define AS_F64(x) ((double)(x))
-#define AS_I64(x) ((int64_t)(x))
-#define F_TO_I64(x) core_f2i(x) /* Note [Int semantics] */
-RUN(f32, float, f32, float, AS_IS)
-RUN(f32, float, f64, double, AS_F64)
-RUN(f32, float, i64, int64_t, F_TO_I64)
-RUN(f32, float, b, bool, AS_BOOL)
-RUN(f64, double, f32, float, AS_F32)
-RUN(f64, double, f64, double, AS_IS)
-RUN(f64, double, i64, int64_t, F_TO_I64)
-RUN(f64, double, b, bool, AS_BOOL)
-RUN(i64, int64_t, f32, float, AS_F32)
-RUN(i64, int64_t, f64, double, AS_F64)
-RUN(i64, int64_t, i64, int64_t, AS_IS)
-RUN(i64, int64_t, b, bool, AS_BOOL)
-RUN(b, bool, f32, float, AS_F32)
-RUN(b, bool, f64, double, AS_F64)
-RUN(b, bool, i64, int64_t, AS_I64)
-RUN(b, bool, b, bool, AS_IS)
-/* [source dtype][destination dtype], in kiln_dtype order F32, F64, I64, BOOL */
-static const run_fn runs[KILN_DTYPE_COUNT][KILN_DTYPE_COUNT] = {
-    {run_f32_f32, run_f32_f64, run_f32_i64, run_f32_b},
-    {run_f64_f32, run_f64_f64, run_f64_i64, run_f64_b},
-    {run_i64_f32, run_i64_f64, run_i64_i64, run_i64_b},
-    {run_b_f32, run_b_f64, run_b_i64, run_b_b}};
-
 void op_ew_convert(void *dst, kiln_dtype dd, const void *src, kiln_dtype sd, int64_t n) {
   if (dd == sd) memcpy(dst, src, (size_t)n * kiln_dtype_size(sd));
-  else runs[sd][dd](dst, src, 1, n);
+  else core_convert_run(dst, dd, src, sd, 1, n);
 }
 
 void op_ew_fill(void *buf, kiln_dtype dt, const op_val *v, int64_t n) {
@@ -215,6 +187,16 @@ void op_ew_fill(void *buf, kiln_dtype dt, const op_val *v, int64_t n) {
   }
   double val = op_val_num(v);
   for (int64_t k = 0; k < n; k++) store_conv(buf, dt, k, val);
+}
+
+/* Rounds or wraps n elements of buf (dtype cd) to dtype rd and back:
+ * what converting them to rd first would have given (Note [Narrow
+ * dtypes]). In place, one EW_TILE at most. */
+static void narrow_in_place(void *buf, kiln_dtype cd, kiln_dtype rd, int64_t n) {
+  _Alignas(64) char tmp[EW_TILE * 8];
+  KILN_ASSERT(n <= EW_TILE);
+  core_convert_run(tmp, rd, buf, cd, 1, n);
+  core_convert_run(buf, cd, tmp, rd, 1, n);
 }
 
 /* A tensor operand of the eager driver, with its scalar tile if it has one
@@ -247,7 +229,8 @@ void op_ew_gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i
       const float *sp = (const float *)src;
       for (int64_t j = 0; j < run; j++) d[j] = sp[j * s_last];
     } else {
-      runs[o->dtype][cd]((char *)buf + k * (int64_t)kiln_dtype_size(cd), src, s_last, run);
+      core_convert_run((char *)buf + k * (int64_t)kiln_dtype_size(cd), cd, src, o->dtype, s_last,
+                       run);
     }
     k += run;
     if (k >= n) break;
@@ -277,7 +260,8 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
   /* a scalar operand is spread over one tile; tiny outputs need less (the
    * 1-element case is the eager dispatch-overhead path) */
   int64_t fill = numel < EW_TILE ? numel : EW_TILE;
-  bool all_direct = true;
+  bool narrow = p.result != p.compute; /* Note [Narrow dtypes] */
+  bool all_direct = !narrow;
   for (int i = 0; i < p.nin; i++) {
     ew_arg *o = &ops[i];
     const op_val *v = &args[i];
@@ -288,14 +272,19 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
         /* exact: read the element in its own dtype, then fill */
         op_val e;
         switch (v->t->dtype) {
-        case KILN_DTYPE_I64: e = OPV_I(*(const int64_t *)core_data(v->t)); break;
         case KILN_DTYPE_BOOL: e = OPV_B(*(const bool *)core_data(v->t)); break;
-        default: e = OPV_F(core_get_flat(v->t, 0)); break;
+        default:
+          e = core_dtype_is_integral(v->t->dtype)
+                  ? OPV_I(core_load_int(core_data(v->t), v->t->dtype))
+                  : OPV_F(core_get_flat(v->t, 0));
+          break;
         }
         op_ew_fill(scalar_bufs[i], p.compute, &e, fill);
       } else {
         op_ew_fill(scalar_bufs[i], p.compute, v, fill);
       }
+      if (narrow && !(i == 0 && (info->flags & OPF_COND_FIRST)))
+        narrow_in_place(scalar_bufs[i], p.compute, p.result, fill);
       o->scalar_buf = scalar_bufs[i];
       if (numel > 1) all_direct = false;
       continue;
@@ -303,7 +292,7 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     op_ew_operand_init(&o->o, v->t, p.ndim, p.shape);
     /* writing into an input's buffer (op_call_into): read it through the
      * tile buffer, so a kernel's restrict pointers never alias */
-    o->o.direct &= v->t->dtype == p.compute && v->t->storage != out->storage;
+    o->o.direct &= v->t->dtype == p.compute && v->t->storage != out->storage && !narrow;
     if (!o->o.direct) all_direct = false;
   }
   char *outp = core_data(out);
@@ -361,10 +350,21 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
         in[i] = o->o.base + i0 * (int64_t)ces;
       else {
         op_ew_gather(&o->o, nd, shape, i0, n, bufs[i], p.compute);
+        if (narrow && o->o.dtype != p.result && !(i == 0 && (info->flags & OPF_COND_FIRST)))
+          narrow_in_place(bufs[i], p.compute, p.result, n);
         in[i] = bufs[i];
       }
     }
-    tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
+    if (!narrow) {
+      tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
+      continue;
+    }
+    /* the kernel writes its own dtype (bool, or compute); round it back */
+    _Alignas(64) char obuf[EW_TILE * 8];
+    kiln_dtype kd = p.out_dtype == KILN_DTYPE_BOOL ? KILN_DTYPE_BOOL : p.compute;
+    tile(kd == p.out_dtype ? (void *)(outp + i0 * (int64_t)oes) : (void *)obuf, in, n, &p.attrs);
+    if (kd != p.out_dtype)
+      core_convert_run(outp + i0 * (int64_t)oes, p.out_dtype, obuf, kd, 1, n);
   }
   return 0;
 }

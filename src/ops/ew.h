@@ -14,6 +14,8 @@
 typedef struct ew_plan {
   int nin;
   kiln_dtype compute, out_dtype;
+  kiln_dtype result; /* the promoted dtype; compute is the kernel's
+                        (core_dtype_compute: F32 for half, I64 for ints) */
   int ndim;
   int64_t shape[KILN_MAX_DIMS];
   op_attrs attrs;

@@ -364,9 +364,14 @@ char *op_val_desc(const op_val *v, char *buf, size_t n);
 
 /* dst[i] = src[i] over dst's shape (src broadcast, dtypes converted). */
 void op_copy_into(kiln_tensor *dst, const kiln_tensor *src);
-/* TorchScript ScalarType codes: 4 Long, 6 Float, 7 Double, 11 Bool. */
+/* TorchScript ScalarType codes: 0 Byte, 1 Char, 2 Short, 3 Int, 4 Long,
+ * 5 Half, 6 Float, 7 Double, 11 Bool, 15 BFloat16. */
 int op_dtype_from_code(int64_t code, kiln_dtype *out);
 int op_dtype_code(kiln_dtype dt);
+/* 0 when op takes its arguments' dtypes; < 0 with "<op>: not implemented
+ * for dtype <name>" when one is an extended dtype it does not handle
+ * (Note [Extended dtypes], dtype_gate.c). */
+int op_dtype_gate(int op, const op_val *args, int n_args);
 
 /* C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, float32/64, with
  * the threading of Note [BLAS threads] (gemm.c). */

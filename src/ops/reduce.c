@@ -360,7 +360,13 @@ static void store_val(kiln_tensor *out, int64_t o, bool is_int, r_val v) {
   case KILN_DTYPE_F32: ((float *)d)[o] = is_int ? (float)v.i : (float)v.f; break;
   case KILN_DTYPE_F64: ((double *)d)[o] = is_int ? (double)v.i : v.f; break;
   case KILN_DTYPE_I64: ((int64_t *)d)[o] = is_int ? v.i : core_f2i(v.f); break;
-  default: ((bool *)d)[o] = is_int ? v.i != 0 : v.f != 0; break;
+  case KILN_DTYPE_BOOL: ((bool *)d)[o] = is_int ? v.i != 0 : v.f != 0; break;
+  default: { /* the extended dtypes: rounded or wrapped from the int64/double result */
+    char *e = d + o * (int64_t)kiln_dtype_size(out->dtype);
+    if (is_int) core_store_int(e, out->dtype, v.i);
+    else core_store_double(e, out->dtype, v.f);
+    break;
+  }
   }
 }
 
@@ -522,9 +528,10 @@ static const kiln_tensor *as_dtype(const kiln_tensor *x, kiln_dtype dt, kiln_ten
   return *tmp;
 }
 
-/* The dtype a reduction computes in: bool becomes int64. */
+/* The dtype a reduction computes in: bool and the narrow integers become
+ * int64, the half types float32 (core_dtype_compute). */
 static kiln_dtype compute_dtype(kiln_dtype dt) {
-  return dt == KILN_DTYPE_BOOL ? KILN_DTYPE_I64 : dt;
+  return dt == KILN_DTYPE_BOOL ? KILN_DTYPE_I64 : core_dtype_compute(dt);
 }
 
 /* Runs a reduction of kind over mask on x converted to dt. */

@@ -430,7 +430,7 @@ static const bad_case bad[] = {
     {"graph():\n  %1 : Tensor = prim::Constant[value=1]()\n  return (%1)\n",
      "2:31: tensor constants are not supported"},
     /* bad types */
-    {"graph(%x : Int(2, 3)):\n  return (%x)\n", "1:12: unsupported tensor dtype 'Int'"},
+    {"graph(%x : ComplexFloat(2, 3)):\n  return (%x)\n", "1:12: unsupported tensor dtype 'ComplexFloat'"},
     {"graph(%x : Float(2, strides=[1, 1])):\n  return (%x)\n", "1:35: 2 strides for 1 dims"},
     {"graph(%x : Float(1, 1, 1, 1, 1, 1, 1, 1, 1)):\n  return (%x)\n",
      "1:42: tensor type with more than 8 dims"},

@@ -66,7 +66,7 @@ TEST(copy_to_dtype_and_detach) {
   kiln_tensor *loss = kiln_sum(kiln_to_dtype(a, KILN_DTYPE_F32), NULL, 0, false);
   CHECK(kiln_backward(loss, NULL) == KILN_OK);
   CHECK(kiln_tensor_grad(a) && kiln_tensor_dtype(kiln_tensor_grad(a)) == KILN_DTYPE_F64);
-  CHECK(kiln_to_dtype(a, (kiln_dtype)9) == NULL);
+  CHECK(kiln_to_dtype(a, KILN_DTYPE_COUNT) == NULL);
   kiln_scope_end();
 }
 

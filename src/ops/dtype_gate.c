@@ -1,0 +1,57 @@
+/* src/ops/dtype_gate.c: which ops take the extended dtypes (Int, Short,
+ * Char, Byte, Half, BFloat16); every other op refuses them before it runs. */
+#include <string.h>
+
+#include "op.h"
+
+/* Note [Extended dtypes]: kiln's kernels were written for Float, Double,
+ * Long and Bool. The six dtypes added after them reach only the ops that
+ * handle them: the elementwise ops (the driver computes half types in
+ * float32 and integers in int64, Note [Narrow dtypes] in ew.c; an op with
+ * no kernel for the compute dtype refuses there), views (metadata only),
+ * in-place forms (their functional op is checked when it runs), and the
+ * copies, factories and reductions listed below. Any other op given a
+ * tensor or a ScalarType of one of them fails with "<op>: not implemented
+ * for dtype <name>" instead of reading the bytes as another type. The
+ * fused executor runs a group with such an input unfused. */
+static bool takes_extended(int op) {
+  const op_info *info = &op_table[op];
+  if (info->flags & (OPF_ELEMENTWISE | OPF_VIEW | OPF_INPLACE)) return true;
+  switch (op) {
+  case KILN_OP_RESHAPE: case KILN_OP_CONTIGUOUS: case KILN_OP_CLONE: case KILN_OP_TO:
+  case KILN_OP_ZEROS_LIKE: case KILN_OP_ONES_LIKE: case KILN_OP_FILL: case KILN_OP_ZERO:
+  case KILN_OP_COPY: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE_ALL: case KILN_OP_UNFLATTEN:
+  case KILN_OP_EXPAND_AS: case KILN_OP_VIEW_AS: case KILN_OP_RESHAPE_AS:
+  case KILN_OP_ZEROS: case KILN_OP_ONES: case KILN_OP_EMPTY: case KILN_OP_FULL:
+  case KILN_OP_NEW_ZEROS: case KILN_OP_NEW_ONES: case KILN_OP_NEW_FULL: case KILN_OP_FULL_LIKE:
+  /* integers sum in int64 (to Long, as PyTorch), half types in float32
+   * (rounded back); mean takes floating types only */
+  case KILN_OP_SUM: case KILN_OP_MEAN: case KILN_OP_SUM_ALL: case KILN_OP_MEAN_ALL:
+    return true;
+  default: return false;
+  }
+}
+
+static int refuse(int op, kiln_dtype dt) {
+  return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented for dtype %s", op_table[op].name,
+                    kiln_dtype_name(dt));
+}
+
+int op_dtype_gate(int op, const op_val *args, int n_args) {
+  if (takes_extended(op)) return 0;
+  for (int i = 0; i < n_args; i++) {
+    const op_val *v = &args[i];
+    if (v->tag == OP_VAL_TENSOR && v->t && core_dtype_is_extended(v->t->dtype))
+      return refuse(op, v->t->dtype);
+    if (v->tag == OP_VAL_TENSORS)
+      for (int k = 0; k < v->ts.n; k++)
+        if (v->ts.v[k] && core_dtype_is_extended(v->ts.v[k]->dtype))
+          return refuse(op, v->ts.v[k]->dtype);
+    if (v->tag == OP_VAL_INT && !strncmp(op_arg_type(op, i), "ScalarType", 10)) {
+      kiln_dtype dt;
+      if (op_dtype_from_code(v->i, &dt) == 0 && core_dtype_is_extended(dt)) return refuse(op, dt);
+      kiln_clear_error();
+    }
+  }
+  return 0;
+}
