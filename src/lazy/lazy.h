@@ -77,9 +77,9 @@ kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m);
 /* Rebinds t to value (e.g. after a sync or an in-place update). */
 void lazy_rebind(kiln_tensor *t, lazy_node *node, int index);
 /* An in-place op's write of r into lazy self (op_lazy_write_hook): self
- * is rebound to r, and when self is a view its bases are rebuilt (Note
- * [Lazy views], views.c). < 0 with the error set (a view kind that cannot
- * be written back). */
+ * is rebound to r, or, when self is a view, its root base is rebuilt;
+ * then the base's live views are refreshed (Note [Lazy views], views.c).
+ * < 0 with the error set (a view kind that cannot be written back). */
 int lazy_write(kiln_tensor *self, kiln_tensor *r);
 /* After lazy_record made outs of node: a view op's outputs remember their
  * root base and view steps (Note [Lazy views]). < 0 on OOM (error set). */
@@ -87,7 +87,7 @@ int lazy_note_view(lazy_node *node, const op_val *args, kiln_tensor *const *outs
 /* Rebinds every live view of base to its view steps replayed on base's
  * value now (after base was written). < 0 with the error set. */
 int lazy_refresh_views(kiln_tensor *base);
-/* Releases t's view record (its lazy state stays). */
+/* Releases s's view record (the state itself stays). */
 void lazy_drop_view(lazy_state *s);
 /* The lazy value of a tensor argument: its node if lazy, else an upload
  * of the CPU tensor as device data. Owned ref in *out. */

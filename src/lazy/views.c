@@ -1,26 +1,25 @@
 /* src/lazy/views.c: writes through views of lazy tensors (Note [Lazy
- * views]): an in-place op on a lazy view also writes its base.
+ * views]): an in-place op on a lazy view also writes its base, and the
+ * base's other views see every write.
  *
- * Note [Lazy views]: a lazy tensor holds a value, not memory, so writing a
- * view `v = x[0]; v.add_(1)` must rebuild the base: the view's node (a
- * view op, by its schema's alias annotation) names the base value and the
- * view's arguments; the base's new value is the old one with the written
- * region replaced (`where(mask, select_backward(r), x)` for select and
- * slice, the inverse permutation for t/transpose/permute, a reshape back
- * for view/reshape/squeeze/unsqueeze and for an expand that repeats no
- * element, r itself for contiguous), and every live tensor on the base's
- * old value (the base, its other aliases) is rebound to it; a view of a
- * view recurses. An expand that repeats elements, chunk, split and unbind
- * views cannot be written this way: an error says so. A dtype-changing
- * `to` was a copy: only the view changes.
- *
- * As PyTorch's functionalization, a lazy view remembers its root base
- * tensor and the view ops from it (lazy_state.view_base, view_steps, noted
- * when a view op is recorded: lazy_note_view), so the relation outlives a
- * sync (which turns every tensor into plain device data). Writing a view
- * replays its steps on the base's current value and puts the result back
- * step by step (above); writing the base (an in-place op or kiln_copy_)
- * just rebinds it. Then every live view of that base, made before the
+ * Note [Lazy views]: a lazy tensor holds a value, not memory. As PyTorch's
+ * functionalization, a lazy view remembers its root base tensor and the
+ * view ops (by their schemas' alias annotations) from it
+ * (lazy_state.view_base, view_steps, noted when a view op is recorded:
+ * lazy_note_view), so the relation outlives a sync (which turns every
+ * tensor into plain device data). Writing a view `v = x[0]; v.add_(1)`
+ * replays its steps on the base's current value and puts r back step by
+ * step: the step's input with the written region replaced
+ * (`where(mask, select_backward(r), x)` for select and slice, the inverse
+ * permutation for t/transpose/permute, a reshape back for
+ * view/reshape/squeeze/unsqueeze and for an expand that repeats no
+ * element, r itself for contiguous); every live tensor on the base's old
+ * value (the base, its other aliases) is rebound to the result. An expand
+ * that repeats elements, chunk, split and unbind views cannot be written
+ * this way: an error says so. A dtype-changing `to` is a copy, and so are
+ * reshape and contiguous of a view eager would not find contiguous: not
+ * views. Writing the base (an in-place op or kiln_copy_) just rebinds
+ * it. Then every live view of that base, made before the
  * write of the base or of another of its views, is rebound to its steps
  * replayed on the base's new value (lazy_refresh_views; PyTorch
  * regenerates a view on access once its base's version moved). So `v =

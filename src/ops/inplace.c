@@ -126,10 +126,11 @@ static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor
  * (found from the shared storage's offsets). new_base is written into the
  * base's memory; the base takes over new_base's history and the view that
  * of new_base.flatten()[pos]. Other views of the base made before the write
- * keep their old history (PyTorch regenerates theirs): read them again
- * after the write. A view that a backward node saved has dropped its base
- * (node.c: the base's history could hold that node, a reference cycle), so
- * writing it under autograd is the error above. */
+ * get their history regenerated when next used, as PyTorch's (Note [View
+ * regeneration] in src/autograd/views.c). A view that a backward node
+ * saved has dropped its base (node.c: the base's history could hold that
+ * node, a reference cycle), so writing it under autograd is the error
+ * above. */
 static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
   int64_t nb = core_numel(base->ndim, base->shape), nv = core_numel(view->ndim, view->shape);
   int64_t lo = INT64_MAX, hi = INT64_MIN, idx[KILN_MAX_DIMS];
@@ -197,6 +198,16 @@ done:
   return rc;
 }
 
+/* Does t reach one memory location through two of its elements (a dim
+ * of stride 0 and size > 1: an expand that repeats)? PyTorch refuses to
+ * write such a tensor (assert_no_internal_overlap). */
+static bool self_overlaps(const kiln_tensor *t) {
+  if (!t->storage) return false;
+  for (int d = 0; d < t->ndim; d++)
+    if (t->strides[d] == 0 && t->shape[d] > 1) return true;
+  return false;
+}
+
 int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int max_outs) {
   char d[64];
   const char *name = op_table[KILN_OP_INPLACE(op)].name;
@@ -208,6 +219,12 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
     return core_error(KILN_ERR_INVALID, "%s: expected a tensor, got %s", name,
                       op_val_desc(&a[0], d, sizeof d));
   kiln_tensor *self = a[0].t;
+  if (self_overlaps(self))
+    return core_error(KILN_ERR_INVALID,
+                      "%s: unsupported operation: more than one element of the written-to "
+                      "tensor refers to a single memory location. Please clone() the tensor "
+                      "before performing the operation.",
+                      name);
   bool lazy = self->device == CORE_DEVICE_LAZY;
   for (int i = 1; i < n_args; i++) lazy |= a[i].tag == OP_VAL_TENSOR && a[i].t->device == CORE_DEVICE_LAZY;
   bool record = op_grad_enabled && any_requires_grad(a, n_args);

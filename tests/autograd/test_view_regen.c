@@ -2,7 +2,8 @@
  * to its base, or through another view of it, backpropagates through the
  * write (Note [View regeneration] in src/autograd/views.c): gradients equal
  * central finite differences in float64; a saved view that lost its base
- * fails with a clear error instead of a wrong gradient. */
+ * fails with a clear error instead of a wrong gradient; writing an expand
+ * that repeats elements is an error, as in PyTorch. */
 #include "fd_grads.h"
 #include "ops/op.h"
 #include "test.h"
@@ -89,5 +90,20 @@ TEST(view_regen_saved_view_without_base_is_a_clear_error) {
   kiln_no_grad_begin();
   CHECK(kiln_mul_scalar(v1, 2.0) != NULL);
   kiln_no_grad_end();
+  kiln_scope_end();
+}
+
+/* PyTorch refuses an in-place write to a tensor whose elements share
+ * memory (an expand that repeats them), in every mode: the random-graph
+ * oracle found eager writing it while lazy refused */
+TEST(inplace_write_to_repeating_expand_is_an_error) {
+  kiln_scope_begin();
+  float xv[3] = {1, -2, 3};
+  int64_t s3[1] = {3}, s23[2] = {2, 3};
+  kiln_tensor *x = kiln_from_data(xv, 1, s3, KILN_DTYPE_F32), *e = kiln_expand(x, 2, s23);
+  CHECK(kiln_mul_scalar_(e, 2.0) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "more than one element of the written-to tensor");
+  CHECK(core_get_flat(x, 0) == 1); /* unwritten */
+  CHECK(kiln_mul_scalar_(kiln_expand(kiln_to_lazy(x), 2, s23), 2.0) < 0); /* lazy too */
   kiln_scope_end();
 }
