@@ -475,6 +475,38 @@ def inplace_bool_into_long_casts(x, m):
     return t
 
 
+# ---- views made before a write to their base see it (issue #15) ----------------------------
+
+@case(('t', (3, 4)))
+def stale_view_after_base_write(x):
+    b = x.clone()
+    v = b[0]
+    b.add_(1.0)
+    return v * 2.0
+
+
+@case(('t', (3, 4)))
+def stale_view_after_sibling_write(x):
+    # through another view of the base, then through a view of a view
+    b = x.clone()
+    v1 = b.t()
+    v2 = b[1]
+    v2.mul_(3.0)
+    w = v1[2]
+    w.add_(1.0)
+    return v1 * 2.0, v2 + 0.0, b
+
+
+@case(('t', (3, 4)), grad=(0,), lazy_error='CopySlices')
+def stale_view_grad_after_sibling_write(x):
+    # v1's history must see the write through v2: eager regenerates it
+    b = x * 1.0
+    v1 = b.t()
+    v2 = b[1]
+    v2.mul_(3.0)
+    return v1 * v1
+
+
 # ---------------------------------------------------------------------------------------------
 
 def make_input(spec, gen):

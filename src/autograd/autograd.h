@@ -86,6 +86,9 @@ typedef struct ag_meta {
   char *name;            /* optional, for the DOT dump */
   kiln_tensor *base;     /* owned: the tensor whose memory a view op's output views
                             (its root base; Note [CopySlices] in src/ops/inplace.c) */
+  bool is_view;          /* made by a view op under autograd (base may be dropped) */
+  uint32_t view_rebases; /* its storage's ag_rebases when its grad_fn was made
+                            (Note [View regeneration] in views.c) */
 } ag_meta;
 
 /* The tensor's meta, created on first use (NULL only on OOM). */
@@ -109,6 +112,12 @@ bool ag_anomaly_enabled(void);
 bool ag_engine_create_graph(void);
 /* op_autograd_hook: attaches a backward node to an op's outputs. */
 int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_outs);
+/* A view op's output t (base recorded): its history is current. */
+void ag_note_view(kiln_tensor *t);
+/* Note [View regeneration]: a view whose base's history was rebased since
+ * its own was made gets its grad_fn regenerated from the base's (0), or,
+ * when it no longer knows its base, fails with an error saying so (< 0). */
+int ag_refresh_view(kiln_tensor *t);
 /* apply of op nodes: runs op_table[op].grad on the saved arguments. */
 int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
                 kiln_tensor **grads_out);

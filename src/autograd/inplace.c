@@ -84,6 +84,10 @@ static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
   to->grad_fn = from->grad_fn;
   to->output_nr = from->output_nr;
   self->requires_grad = true;
+  if (self->storage) { /* the views of self's memory are stale now, but self */
+    self->storage->ag_rebases++;
+    to->view_rebases = self->storage->ag_rebases;
+  }
   return 0;
 }
 
@@ -113,6 +117,10 @@ static int saved_result(kiln_tensor *self, kiln_tensor *result) {
  * its storage with another tensor header (*base NULL: unknown). */
 static bool view_of(const kiln_tensor *t, kiln_tensor **base) {
   *base = NULL;
+  if (t->ag && t->ag->is_view) { /* its grad_fn may be a regenerated one */
+    *base = t->ag->base;
+    return true;
+  }
   if (t->ag && t->ag->grad_fn) {
     int op = t->ag->grad_fn->op;
     if (!(op >= 0 && (op_table[op].flags & OPF_VIEW))) return false;

@@ -145,12 +145,22 @@ void ag_node_release(ag_node *n) {
 static int accumulate_apply(ag_node *n, kiln_tensor *const *grads_in,
                             const bool *needs, kiln_tensor **grads_out);
 
+/* Note [View regeneration] (views.c): made before a rebase of its memory */
+static bool stale_view(const kiln_tensor *t) {
+  return t && t->requires_grad && t->ag && t->ag->is_view && t->storage &&
+         t->ag->view_rebases != t->storage->ag_rebases;
+}
+
 int ag_gradient_edge(kiln_tensor *t, ag_edge *out) {
   out->node = NULL;
   out->input_nr = 0;
   if (!t || !t->requires_grad) return 0;
   ag_meta *m = ag_meta_get(t);
   if (!m) return KILN_ERR_NOMEM;
+  if (stale_view(t)) {
+    int rc = ag_refresh_view(t); /* Note [View regeneration] */
+    if (rc < 0) return rc;
+  }
   if (m->grad_fn) {
     out->node = m->grad_fn;
     out->input_nr = m->output_nr;
@@ -204,10 +214,27 @@ static char *make_trace(int op, const op_val *args, int n_args) {
   return core_strdup(buf);
 }
 
+
+/* Note [View regeneration] (views.c) for a tensor argument */
+static int refresh_stale(const op_val *a) {
+  if (a->tag == OP_VAL_TENSOR && stale_view(a->t)) return ag_refresh_view(a->t);
+  if (a->tag == OP_VAL_TENSORS)
+    for (int k = 0; k < a->ts.n; k++)
+      if (stale_view(a->ts.v[k])) {
+        int rc = ag_refresh_view(a->ts.v[k]);
+        if (rc < 0) return rc;
+      }
+  return 0;
+}
+
 int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_outs) {
   const op_info *info = &op_table[op];
   int n_slots = op_slots(args, n_args, NULL, 0), slot = 0, n_saved = 0;
   bool save_data = !(info->flags & OPF_NO_SAVE_IN);
+  for (int i = 0; i < n_args; i++) { /* before saving drops a view's base */
+    int rc = refresh_stale(&args[i]);
+    if (rc < 0) return rc;
+  }
   ag_node *n = ag_node_new(op, info->name, n_outs, n_slots);
   if (!n) return KILN_ERR_NOMEM;
   n->apply = ag_op_apply;
@@ -283,7 +310,10 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
     kiln_tensor *root = args[0].t->ag && args[0].t->ag->base ? args[0].t->ag->base : args[0].t;
     for (int i = 0; i < n_outs; i++) {
       ag_meta *m = outs[i] && outs[i]->ag ? outs[i]->ag : NULL;
-      if (m && !m->base && outs[i] != root) m->base = kiln_retain(root);
+      if (m && !m->base && outs[i] != root) {
+        m->base = kiln_retain(root);
+        ag_note_view(outs[i]);
+      }
     }
   }
   return 0;

@@ -94,6 +94,8 @@ typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_devi
 typedef struct core_storage {
   _Atomic int refcount; /* atomic: Note [Threads] in include/kiln.h */
   uint32_t version;
+  uint32_t ag_rebases; /* autograd histories rebased onto this memory (Note
+                         [View regeneration] in src/autograd/views.c) */
   size_t nbytes;
   size_t block;    /* bytes of the cached block holding header and data */
   void *data;      /* 64-byte aligned, or NULL for data-less (symbolic) */

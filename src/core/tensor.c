@@ -153,6 +153,7 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   s->block = block;
   s->refcount = 1;
   s->version = 0;
+  s->ag_rebases = 0;
   s->nbytes = nbytes;
   s->data = mem + head;
   s->owns_data = false;

@@ -42,12 +42,22 @@ struct lazy_node {
   int post_id;           /* traversal scratch */
 };
 
+/* One view op between a lazy view and its base (Note [Lazy views]). */
+typedef struct lazy_view_step {
+  lazy_node *node;       /* owned: the view op as recorded */
+  int index;             /* its output */
+  int arg;               /* its argument that is the viewed tensor */
+} lazy_view_step;
+
 /* Per-tensor lazy state (kiln_tensor.lazy). */
 typedef struct lazy_state {
   kiln_tensor *owner;    /* weak */
   lazy_value value;
   uint64_t id;           /* creation order (sync order, as LTC's unique id) */
   struct lazy_state *prev, *next;  /* the live-tensor registry */
+  kiln_tensor *view_base; /* owned: a view's root base (NULL if not a view) */
+  lazy_view_step *view_steps; /* core_alloc'd: base to view, n_view_steps */
+  int n_view_steps;
 } lazy_state;
 
 static inline lazy_state *lazy_of(const kiln_tensor *t) { return (lazy_state *)t->lazy; }
@@ -67,10 +77,18 @@ kiln_tensor *lazy_tensor_new(lazy_node *node, int index, const op_meta *m);
 /* Rebinds t to value (e.g. after a sync or an in-place update). */
 void lazy_rebind(kiln_tensor *t, lazy_node *node, int index);
 /* An in-place op's write of r into lazy self (op_lazy_write_hook): self
- * is rebound to r, and when self is a view its bases are rebuilt (Note
- * [Lazy views], views.c). < 0 with the error set (a view kind that cannot
- * be written back). */
+ * is rebound to r, or, when self is a view, its root base is rebuilt;
+ * then the base's live views are refreshed (Note [Lazy views], views.c).
+ * < 0 with the error set (a view kind that cannot be written back). */
 int lazy_write(kiln_tensor *self, kiln_tensor *r);
+/* After lazy_record made outs of node: a view op's outputs remember their
+ * root base and view steps (Note [Lazy views]). < 0 on OOM (error set). */
+int lazy_note_view(lazy_node *node, const op_val *args, kiln_tensor *const *outs, int n_outs);
+/* Rebinds every live view of base to its view steps replayed on base's
+ * value now (after base was written). < 0 with the error set. */
+int lazy_refresh_views(kiln_tensor *base);
+/* Releases s's view record (the state itself stays). */
+void lazy_drop_view(lazy_state *s);
 /* The lazy value of a tensor argument: its node if lazy, else an upload
  * of the CPU tensor as device data. Owned ref in *out. */
 int lazy_value_of(kiln_tensor *t, lazy_value *out);

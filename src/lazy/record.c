@@ -217,6 +217,7 @@ static void lazy_free(kiln_tensor *t) {
   if (s->next) s->next->prev = s->prev;
   else live_tail = s->prev;
   lazy_node_release(s->value.node);
+  lazy_drop_view(s);
   core_free(s);
   t->lazy = NULL;
   lazy_metric_add(LAZY_M_DESTROY_LAZY_TENSOR, 1);
@@ -434,6 +435,11 @@ static int lazy_record(int op, const op_val *args, int n_args, kiln_tensor **out
       goto done;
     }
   }
+  rc = lazy_note_view(node, args, outs, n);
+  if (rc < 0) {
+    for (int j = 0; j < n; j++) kiln_release(outs[j]);
+    goto done;
+  }
   rc = n;
 done:
   lazy_node_release(node);
@@ -468,9 +474,13 @@ static kiln_status lazy_copy(kiln_tensor *dst, const kiln_tensor *src) {
   if (dst->device != CORE_DEVICE_LAZY)
     return core_error(KILN_ERR_INVALID, "copy_: cannot copy a lazy tensor into a CPU tensor; "
                                         "use kiln_to_cpu");
+  if (lazy_of(dst)->view_base) { /* a view: its base takes the copy (Note [Lazy views]) */
+    lazy_node_release(v.node);
+    return lazy_write(dst, (kiln_tensor *)src);
+  }
   lazy_rebind(dst, v.node, v.index);
   lazy_node_release(v.node);
-  return KILN_OK;
+  return lazy_refresh_views(dst); /* the views of dst see the copy */
 }
 
 /* ---- traversal -------------------------------------------------------------------- */

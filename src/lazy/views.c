@@ -1,20 +1,33 @@
 /* src/lazy/views.c: writes through views of lazy tensors (Note [Lazy
- * views]): an in-place op on a lazy view also writes its base.
+ * views]): an in-place op on a lazy view also writes its base, and the
+ * base's other views see every write.
  *
- * Note [Lazy views]: a lazy tensor holds a value, not memory, so writing a
- * view `v = x[0]; v.add_(1)` must rebuild the base: the view's node (a
- * view op, by its schema's alias annotation) names the base value and the
- * view's arguments; the base's new value is the old one with the written
- * region replaced (`where(mask, select_backward(r), x)` for select and
- * slice, the inverse permutation for t/transpose/permute, a reshape back
- * for view/reshape/squeeze/unsqueeze and for an expand that repeats no
- * element, r itself for contiguous), and every live tensor on the base's
- * old value (the base, its other aliases) is rebound to it; a view of a
- * view recurses. Views made earlier of the same base keep their old value
- * (PyTorch's functionalization would refresh them). An expand that repeats
- * elements, chunk, split and unbind views cannot be written this way: an
- * error says so. A dtype-changing `to` was a copy: only the view changes;
- * one that keeps the dtype is self, written as contiguous's view is. */
+ * Note [Lazy views]: a lazy tensor holds a value, not memory. As PyTorch's
+ * functionalization, a lazy view remembers its root base tensor and the
+ * view ops (by their schemas' alias annotations) from it
+ * (lazy_state.view_base, view_steps, noted when a view op is recorded:
+ * lazy_note_view), so the relation outlives a sync (which turns every
+ * tensor into plain device data). Writing a view `v = x[0]; v.add_(1)`
+ * replays its steps on the base's current value and puts r back step by
+ * step: the step's input with the written region replaced
+ * (`where(mask, select_backward(r), x)` for select and slice, the inverse
+ * permutation for t/transpose/permute, a reshape back for
+ * view/reshape/squeeze/unsqueeze and for an expand that repeats no
+ * element, r itself for contiguous); every live tensor on the base's old
+ * value (the base, its other aliases) is rebound to the result. An expand
+ * that repeats elements, chunk, split and unbind views cannot be written
+ * this way: an error says so. A dtype-changing `to` (or one with
+ * copy=True) is a copy, not a view; one that keeps the dtype is self.
+ * reshape and contiguous of a view eager would not find contiguous are
+ * copies too. Writing the base (an in-place op or kiln_copy_) just rebinds
+ * it. Then every live view of that base, made before the
+ * write of the base or of another of its views, is rebound to its steps
+ * replayed on the base's new value (lazy_refresh_views; PyTorch
+ * regenerates a view on access once its base's version moved). So `v =
+ * b[0]; b.add_(1); v * 2` and `v1 = b.t(); v2 = b[1]; v2.mul_(3); v1`
+ * give eager's values, with or without a mark_step in between. A tensor
+ * on the base's value that is not a view of it (a detach, autograd's saved
+ * alias) keeps its value. */
 #include <string.h>
 
 #include "lazy.h"
@@ -111,7 +124,7 @@ static kiln_tensor *put_back(const lazy_node *n, kiln_tensor *base, kiln_tensor 
   return NULL;
 }
 
-/* Rebinds every live tensor on value v to r's value. */
+/* Rebinds every live tensor on value v to r's value (v's aliases). */
 static int rebind_all(lazy_value v, kiln_tensor *r) {
   lazy_value nv;
   int rc = lazy_value_of(r, &nv);
@@ -122,30 +135,196 @@ static int rebind_all(lazy_value v, kiln_tensor *r) {
   return 0;
 }
 
-/* The base's value becomes `base with the view's region = r`, recursively. */
-static int write_base(lazy_value v, kiln_tensor *r) {
+/* Is v a view of another value (made by a view op, by its schema's alias
+ * annotation)? That value in *b (not retained), its argument in *arg. */
+static bool view_base(lazy_value v, lazy_value *b, int *arg) {
   const lazy_node *n = v.node;
-  if (n->op < 0) return 0;
+  if (n->op < 0) return false;
   int out = (op_table[n->op].flags & OPF_LIST_OUT) ? 0 : v.index;
   int k = op_output_alias(n->op, out);
-  if (k < 0 || n->arg_kind[k] != LAZY_ARG_TENSOR) return 0; /* not a view */
-  if (n->op == KILN_OP_TO && n->metas[v.index].dtype != n->metas[0].dtype) return 0;
+  if (k < 0 || n->arg_kind[k] != LAZY_ARG_TENSOR) return false;
+  if (n->op == KILN_OP_TO && n->metas[v.index].dtype != n->metas[0].dtype) return false;
   if (n->op == KILN_OP_TO && n->n_args > 3 && n->args[3].tag == OP_VAL_BOOL && n->args[3].b)
-    return 0; /* copy=True: a copy */
-  lazy_value b = n->operands[n->arg_operand[k]];
-  if (n->op == KILN_OP_TO && b.node->metas[b.index].dtype != n->metas[v.index].dtype) return 0;
-  kiln_tensor *base = tensor_on(b);
-  kiln_tensor *nb = base ? put_back(n, base, r) : NULL;
-  if (!nb) return -1;
-  int rc = write_base(b, nb);
-  return rc < 0 ? rc : rebind_all(b, nb);
+    return false; /* copy=True: a copy */
+  *b = n->operands[n->arg_operand[k]];
+  if (n->op == KILN_OP_TO && b->node->metas[b->index].dtype != n->metas[v.index].dtype)
+    return false;
+  *arg = k;
+  return true;
+}
+
+/* Output index of view node n recorded again, its argument k_base bound
+ * to nb and the others as n has them; NULL + error. */
+static kiln_tensor *replay(const lazy_node *n, int index, int k_base, kiln_tensor *nb) {
+  op_val args[32];
+  kiln_tensor *small[4], **outs = small;
+  if (n->n_args > (int)(sizeof args / sizeof *args)) {
+    core_error(KILN_ERR_UNSUPPORTED, "lazy views: %s has too many arguments to replay",
+               op_table[n->op].name);
+    return NULL;
+  }
+  for (int k = 0; k < n->n_args; k++) {
+    const lazy_value *o = &n->operands[n->arg_operand[k]];
+    double x = 0;
+    switch (n->arg_kind[k]) {
+    case LAZY_ARG_CONST: args[k] = n->args[k]; break;
+    case LAZY_ARG_TENSOR:
+      args[k] = OPV_T(k == k_base ? nb : tensor_on(*o));
+      if (!args[k].t) return NULL;
+      break;
+    case LAZY_ARG_SCALAR: /* a 0-d device data node */
+      if (kiln_item(o->node->data, &x) < 0) return NULL;
+      args[k] = n->args[k].tag == OP_VAL_INT     ? OPV_I((int64_t)x)
+                : n->args[k].tag == OP_VAL_FLOAT ? OPV_F(x)
+                                                 : OPV_B(x != 0);
+      break;
+    default:
+      core_error(KILN_ERR_UNSUPPORTED, "lazy views: cannot replay %s on a tensor list",
+                 op_table[n->op].name);
+      return NULL;
+    }
+  }
+  if (n->n_outs > 4 && !(outs = core_alloc((size_t)n->n_outs * sizeof *outs))) {
+    core_error(KILN_ERR_NOMEM, "lazy views: out of memory");
+    return NULL;
+  }
+  int got = op_call(n->op, args, n->n_args, outs, n->n_outs); /* the scope owns them */
+  kiln_tensor *t = got > index ? outs[index] : NULL;
+  if (got >= 0 && got <= index)
+    core_error(KILN_ERR_STATE, "lazy views: %s replayed gave %d outputs, not %d",
+               op_table[n->op].name, got, n->n_outs);
+  if (outs != small) core_free(outs);
+  return t;
+}
+
+static void rebind_to(kiln_tensor *t, kiln_tensor *r, int *rc) {
+  lazy_value nv;
+  if (*rc < 0) return;
+  if ((*rc = lazy_value_of(r, &nv)) < 0) return;
+  lazy_rebind(t, nv.node, nv.index);
+  lazy_node_release(nv.node);
+}
+
+void lazy_drop_view(lazy_state *s) {
+  for (int i = 0; i < s->n_view_steps; i++) lazy_node_release(s->view_steps[i].node);
+  core_free(s->view_steps);
+  kiln_release(s->view_base);
+  s->view_steps = NULL;
+  s->n_view_steps = 0;
+  s->view_base = NULL;
+}
+
+/* Would eager's tensor for s be contiguous (its view steps keep a
+ * contiguous base contiguous)? reshape and contiguous view only those. */
+static bool keeps_contiguous(const lazy_state *s) {
+  for (int i = 0; i < s->n_view_steps; i++) {
+    const lazy_node *n = s->view_steps[i].node;
+    switch (n->op) {
+    case KILN_OP_VIEW:
+    case KILN_OP_RESHAPE:
+    case KILN_OP_SQUEEZE:
+    case KILN_OP_UNSQUEEZE:
+    case KILN_OP_CONTIGUOUS:
+    case KILN_OP_TO:
+      break;
+    case KILN_OP_SELECT:
+    case KILN_OP_NARROW:
+      if (int_arg(n, 1, 0) != 0) return false;
+      break;
+    case KILN_OP_SLICE:
+      if (int_arg(n, 1, 0) != 0 || int_arg(n, 4, 1) != 1) return false;
+      break;
+    default:
+      return false;
+    }
+  }
+  return true;
+}
+
+int lazy_note_view(lazy_node *node, const op_val *args, kiln_tensor *const *outs, int n_outs) {
+  for (int i = 0; i < n_outs; i++) {
+    lazy_value b;
+    int arg;
+    if (!view_base((lazy_value){node, i}, &b, &arg)) continue;
+    const kiln_tensor *t = args[arg].t;
+    if (t->device != CORE_DEVICE_LAZY) continue; /* a CPU input uploaded: no lazy base */
+    lazy_state *from = lazy_of(t), *to = lazy_of(outs[i]);
+    if ((node->op == KILN_OP_RESHAPE || node->op == KILN_OP_CONTIGUOUS) && !keeps_contiguous(from))
+      continue; /* eager copies a non-contiguous input: not a view */
+    int n = from->n_view_steps + 1;
+    lazy_view_step *st = core_alloc((size_t)n * sizeof *st);
+    if (!st) return core_error(KILN_ERR_NOMEM, "lazy views: out of memory");
+    for (int k = 0; k < n - 1; k++) {
+      st[k] = from->view_steps[k];
+      lazy_node_retain(st[k].node);
+    }
+    st[n - 1] = (lazy_view_step){node, i, arg};
+    lazy_node_retain(node);
+    lazy_drop_view(to);
+    to->view_steps = st;
+    to->n_view_steps = n;
+    to->view_base = kiln_retain(from->view_base ? from->view_base : from->owner);
+  }
+  return 0;
+}
+
+/* Every live view of base (by its record) rebound to its steps replayed
+ * on base's value now. */
+int lazy_refresh_views(kiln_tensor *base) {
+  int rc = 0, n = 0, cap = 0;
+  lazy_state **views = NULL;
+  /* collected first: replaying records new views of base */
+  for (lazy_state *s = lazy_live_first(); s; s = s->next) {
+    if (s->view_base != base) continue;
+    if (n == cap) {
+      lazy_state **v2 = core_realloc(views, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *v2);
+      if (!v2) {
+        core_free(views);
+        return core_error(KILN_ERR_NOMEM, "lazy views: out of memory");
+      }
+      views = v2;
+    }
+    views[n++] = s;
+  }
+  kiln_scope_begin();
+  for (int k = 0; k < n && rc == 0; k++) {
+    lazy_state *s = views[k];
+    kiln_tensor *t = base;
+    for (int i = 0; i < s->n_view_steps && t; i++)
+      t = replay(s->view_steps[i].node, s->view_steps[i].index, s->view_steps[i].arg, t);
+    if (!t) rc = -1;
+    rebind_to(s->owner, t, &rc);
+  }
+  kiln_scope_end();
+  core_free(views);
+  return rc;
+}
+
+/* Writing view self (its record in s) = r: each step's input replayed
+ * from the base, then r put back step by step; the base and its aliases
+ * take the result. */
+static int write_view(lazy_state *s, kiln_tensor *r) {
+  int n = s->n_view_steps, rc = 0;
+  kiln_tensor *small[8], **at = n <= 8 ? small : core_alloc((size_t)n * sizeof *at);
+  if (!at) return core_error(KILN_ERR_NOMEM, "lazy views: out of memory");
+  at[0] = s->view_base;
+  for (int i = 1; i < n && at[i - 1]; i++)
+    at[i] = replay(s->view_steps[i - 1].node, s->view_steps[i - 1].index,
+                   s->view_steps[i - 1].arg, at[i - 1]);
+  kiln_tensor *nb = at[n - 1] ? r : NULL;
+  for (int i = n - 1; i >= 0 && nb; i--) nb = put_back(s->view_steps[i].node, at[i], nb);
+  if (!nb) rc = -1;
+  else rc = rebind_all(lazy_of(s->view_base)->value, nb);
+  if (at != small) core_free(at);
+  return rc;
 }
 
 int lazy_write(kiln_tensor *self, kiln_tensor *r) {
   if (self->device != CORE_DEVICE_LAZY) return op_lazy_copy_hook(self, r); /* its error */
-  lazy_value v = lazy_of(self)->value;
-  lazy_node_retain(v.node);
-  int rc = write_base(v, r);
-  lazy_node_release(v.node);
-  return rc < 0 ? rc : op_lazy_copy_hook(self, r);
+  lazy_state *s = lazy_of(self);
+  if (!s->view_base) return op_lazy_copy_hook(self, r); /* it refreshes self's views */
+  kiln_scope_begin();
+  int rc = write_view(s, r);
+  kiln_scope_end();
+  return rc < 0 ? rc : lazy_refresh_views(s->view_base); /* self among them */
 }

@@ -127,10 +127,11 @@ static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor
  * (found from the shared storage's offsets). new_base is written into the
  * base's memory; the base takes over new_base's history and the view that
  * of new_base.flatten()[pos]. Other views of the base made before the write
- * keep their old history (PyTorch regenerates theirs): read them again
- * after the write. A view that a backward node saved has dropped its base
- * (node.c: the base's history could hold that node, a reference cycle), so
- * writing it under autograd is the error above. */
+ * get their history regenerated when next used, as PyTorch's (Note [View
+ * regeneration] in src/autograd/views.c). A view that a backward node
+ * saved has dropped its base (node.c: the base's history could hold that
+ * node, a reference cycle), so writing it under autograd is the error
+ * above. */
 static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
   int64_t nb = core_numel(base->ndim, base->shape), nv = core_numel(view->ndim, view->shape);
   int64_t lo = INT64_MAX, hi = INT64_MIN, idx[KILN_MAX_DIMS];

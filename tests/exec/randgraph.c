@@ -137,21 +137,14 @@ static int pick_exact(rg_prog *p, rg_rand *r) {
   return -1;
 }
 
-static bool is_ancestor(const rg_prog *p, int w, int v) {
-  for (int k = p->parent[v]; k >= 0; k = p->parent[k])
-    if (k == w) return true;
-  return false;
-}
-
-/* May v be written in place? Not if it shares storage with a graph input;
- * nor with a value other than those it was made from (an earlier view of
- * the same base: lazy tensors keep such views' old values, as Note [Lazy
- * views] in src/lazy/views.c says). */
+/* May v be written in place? Not if it shares storage with a graph input.
+ * Other views of its base (made before or after it) are fine: every mode
+ * shows them the write (Note [Lazy views] in src/lazy/views.c). */
 static bool writable(const rg_prog *p, int v) {
   if (p->input[v]) return false;
   for (int i = 0; i < p->n_vals; i++) {
     if (i == v || p->val[i] == p->val[v] || p->val[i]->storage != p->val[v]->storage) continue;
-    if (p->input[i] || !is_ancestor(p, i, v)) return false;
+    if (p->input[i]) return false;
     /* a view with history: eager rebases it with CopySlices (Note
      * [CopySlices]); lazy recording refuses it (src/ops/inplace.c) */
     if (kiln_requires_grad(p->val[v])) return false;

@@ -34,3 +34,85 @@ TEST(lazy_write_through_size_keeping_expand_writes_the_base) {
   CHECK_NEAR(zz, 4, 0);
   kiln_scope_end();
 }
+
+/* Note [Lazy views]: a view made before an in-place write to its base, or
+ * to another view of the same base, sees the write (PyTorch's
+ * functionalization regenerates it): lazy and eager agree. Values by hand. */
+static void values_of(kiln_tensor *t, float *out, int n) {
+  kiln_tensor *c = kiln_contiguous(kiln_to_cpu(t));
+  CHECK_MSG(c && kiln_tensor_numel(c) == n, "%s", kiln_last_error());
+  if (c) CHECK(kiln_tensor_copy_to(c, out, KILN_DTYPE_F32) == 0);
+}
+
+static void stale_view_after_base_write(bool lazy) {
+  kiln_scope_begin();
+  float xv[6] = {1, 2, 3, 4, 5, 6}, got[6] = {0};
+  int64_t s23[2] = {2, 3};
+  kiln_tensor *x = kiln_from_data(xv, 2, s23, KILN_DTYPE_F32);
+  if (lazy) x = kiln_to_lazy(x);
+  kiln_tensor *b = kiln_clone(x), *v = kiln_select(b, 0, 0), *vt = kiln_t(v);
+  kiln_tensor *w = kiln_select(b, 0, 1); /* b[1] */
+  CHECK_MSG(kiln_add_(b, kiln_ones(2, s23, KILN_DTYPE_F32), 1.0) == 0, "%s", kiln_last_error());
+  kiln_tensor *out = kiln_mul_scalar(v, 2.0); /* (b[0] + 1) * 2 */
+  values_of(out, got, 3);
+  CHECK_NEAR(got[0], 4, 0);
+  CHECK_NEAR(got[1], 6, 0);
+  CHECK_NEAR(got[2], 8, 0);
+  values_of(vt, got, 3); /* a view of the view: b[0] + 1 */
+  CHECK_NEAR(got[0], 2, 0);
+  CHECK_NEAR(got[2], 4, 0);
+  /* a second write, through the view w, reaches v's base and w itself */
+  CHECK_MSG(kiln_mul_scalar_(w, 10.0) == 0, "%s", kiln_last_error());
+  values_of(w, got, 3);
+  CHECK_NEAR(got[0], 50, 0);
+  CHECK_NEAR(got[2], 70, 0);
+  values_of(b, got, 6);
+  CHECK_NEAR(got[0], 2, 0);
+  CHECK_NEAR(got[3], 50, 0);
+  CHECK_NEAR(got[5], 70, 0);
+  values_of(v, got, 3);
+  CHECK_NEAR(got[0], 2, 0);
+  kiln_scope_end();
+}
+
+TEST(lazy_view_made_before_a_base_write_sees_it) {
+  stale_view_after_base_write(false);
+  stale_view_after_base_write(true);
+}
+
+static void stale_view_after_sibling_write(bool lazy) {
+  kiln_scope_begin();
+  float xv[6] = {1, 2, 3, 4, 5, 6}, got[6] = {0};
+  int64_t s23[2] = {2, 3};
+  kiln_tensor *x = kiln_from_data(xv, 2, s23, KILN_DTYPE_F32);
+  if (lazy) x = kiln_to_lazy(x);
+  kiln_tensor *b = kiln_clone(x);
+  kiln_tensor *v1 = kiln_t(b), *v2 = kiln_select(b, 0, 1), *v3 = kiln_select(v1, 0, 2);
+  CHECK_MSG(kiln_mul_scalar_(v2, 3.0) == 0, "%s", kiln_last_error()); /* b[1] *= 3 */
+  /* v1 = b.t() = [[1, 12], [2, 15], [3, 18]]; v3 = v1[2] = [3, 18] */
+  values_of(kiln_mul_scalar(v1, 2.0), got, 6);
+  float want[6] = {2, 24, 4, 30, 6, 36};
+  for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], want[i], 0);
+  values_of(v3, got, 2);
+  CHECK_NEAR(got[0], 3, 0);
+  CHECK_NEAR(got[1], 18, 0);
+  /* a write through the view-of-a-view reaches b and its other views */
+  CHECK_MSG(kiln_add_(v3, kiln_ones(1, (int64_t[]){2}, KILN_DTYPE_F32), 1.0) == 0, "%s",
+            kiln_last_error());
+  values_of(v2, got, 3); /* b[1] = [12, 15, 19] */
+  CHECK_NEAR(got[0], 12, 0);
+  CHECK_NEAR(got[2], 19, 0);
+  values_of(b, got, 6);
+  CHECK_NEAR(got[2], 4, 0);
+  CHECK_NEAR(got[5], 19, 0);
+  if (lazy) CHECK(kiln_mark_step() == 0);
+  values_of(v1, got, 6);
+  float want1[6] = {1, 12, 2, 15, 4, 19};
+  for (int i = 0; i < 6; i++) CHECK_NEAR(got[i], want1[i], 0);
+  kiln_scope_end();
+}
+
+TEST(lazy_view_made_before_a_sibling_view_write_sees_it) {
+  stale_view_after_sibling_write(false);
+  stale_view_after_sibling_write(true);
+}
