@@ -183,3 +183,50 @@ int op_linalg_cond_str_decompose(const op_val *a, int n, kiln_tensor **outs, int
   kiln_tensor *ni = na ? matrix_norm_str(fn, inv, p, &dim, false, &none) : NULL;
   return op_out1(na && ni ? kiln_mul(na, ni) : NULL, outs);
 }
+
+/* cdist(x1, x2, p=2, compute_mode=None): the p-norm distances of the rows
+ * of x1 [.., r1, m] and x2 [.., r2, m], [.., r1, r2]. For p = 2 with
+ * compute_mode 1 (or None/0 and more than 25 rows) PyTorch's
+ * _euclidean_dist: [-2 x1, |x1|^2, 1] @ [x2, 1, |x2|^2]^T, clamped to
+ * 1e-30, square-rooted; otherwise the norm of the broadcast differences
+ * (p = 0 counts the nonzero ones: gradient zero; a NaN difference gives NaN) */
+int op_cdist_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  const char *fn = "aten::cdist";
+  kiln_tensor *x, *y;
+  int rc;
+  if ((rc = op_arg_tensor(fn, &a[0], "x1", &x)) < 0 || (rc = op_arg_tensor(fn, &a[1], "x2", &y)) < 0) return rc;
+  if (x->ndim < 2 || y->ndim < 2)
+    return core_error(KILN_ERR_INVALID, "%s: cdist only supports at least 2D tensors, X1 got: %dD", fn,
+                      x->ndim < 2 ? x->ndim : y->ndim);
+  if (x->shape[x->ndim - 1] != y->shape[y->ndim - 1])
+    return core_error(KILN_ERR_INVALID, "%s: X1 and X2 must have the same number of columns. X1: %lld X2: %lld", fn,
+                      (long long)x->shape[x->ndim - 1], (long long)y->shape[y->ndim - 1]);
+  if (!core_dtype_is_floating(x->dtype) || !core_dtype_is_floating(y->dtype))
+    return core_error(KILN_ERR_INVALID, "%s: cdist only supports floating-point dtypes", fn);
+  double p = op_val_is_num(&a[2]) ? op_val_num(&a[2]) : 2;
+  if (p < 0) return core_error(KILN_ERR_INVALID, "%s: cdist only supports non-negative p values", fn);
+  int64_t mode = a[3].tag == OP_VAL_INT ? a[3].i : 0, r1 = x->shape[x->ndim - 2], r2 = y->shape[y->ndim - 2];
+  int64_t last = -1;
+  if (p == 2 && (mode == 1 || (mode == 0 && (r1 > 25 || r2 > 25))) &&
+      core_numel(x->ndim, x->shape) > 0 && core_numel(y->ndim, y->shape) > 0) {
+    kiln_tensor *xn = kiln_sum(kiln_mul(x, x), &last, 1, true), *yn = kiln_sum(kiln_mul(y, y), &last, 1, true);
+    kiln_tensor *xp = xn ? kiln_ones(xn->ndim, xn->shape, xn->dtype) : NULL;
+    kiln_tensor *yp = yn ? kiln_ones(yn->ndim, yn->shape, yn->dtype) : NULL;
+    if (!xp || !yp) return op_failed_status();
+    kiln_tensor *xs[3] = {kiln_mul_scalar(x, -2), xn, xp}, *ys[3] = {y, yp, yn};
+    if (!xs[0]) return op_failed_status();
+    kiln_tensor *xc = kiln_cat(xs, 3, -1), *yc = kiln_cat(ys, 3, -1);
+    kiln_tensor *r = xc && yc ? kiln_matmul(xc, kiln_transpose(yc, -2, -1)) : NULL;
+    return op_out1(r ? kiln_sqrt(kiln_clamp(r, 1e-30, NAN)) : NULL, outs);
+  }
+  kiln_tensor *d = kiln_sub(kiln_unsqueeze(x, x->ndim - 1), kiln_unsqueeze(y, y->ndim - 2));
+  if (!d) return op_failed_status();
+  if (p == 0) {
+    /* + 0 sign(d): differentiable (as PyTorch's), its gradient zero */
+    kiln_tensor *nz = op_call1(KILN_OP_NE, (op_val[]){OPV_T(d), OPV_I(0)}, 2);
+    kiln_tensor *c = nz ? kiln_add(kiln_to_dtype(nz, d->dtype), kiln_mul_scalar(kiln_sign(d), 0)) : NULL;
+    return op_out1(c ? kiln_sum(c, &last, 1, false) : NULL, outs);
+  }
+  return op_out1(op_call1(KILN_OP_VECTOR_NORM, (op_val[]){OPV_T(d), OPV_F(p), OPV_INTS(&last, 1), OPV_B(false),
+                                                         OPV_NONE}, 5), outs);
+}

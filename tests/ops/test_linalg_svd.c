@@ -121,3 +121,18 @@ OP_SAMPLE(LINALG_COND_STR, fro) {
   s->args[1] = OPV_S("fro");
   s->n_args = 2;
 }
+
+static const int64_t S253[3] = {2, 5, 3}, S243[3] = {2, 4, 3};
+#define CDIST(tag, P, MODE)                                                      \
+  OP_SAMPLE(CDIST, tag) {                                                        \
+    s->args[0] = OPV_T(sample_randn(g, 3, S253));                                \
+    s->args[1] = OPV_T(sample_randn(g, 3, S243));                                \
+    s->args[2] = OPV_F(P);                                                       \
+    s->args[3] = MODE;                                                           \
+    s->n_args = 4;                                                               \
+  }
+CDIST(one, 1, OPV_NONE)
+CDIST(three, 3, OPV_NONE)
+CDIST(euclid_mm, 2, OPV_I(1))
+CDIST(euclid, 2, OPV_I(2))
+CDIST(zero, 0, OPV_NONE)
