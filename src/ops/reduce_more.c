@@ -301,3 +301,66 @@ int op_norm_out_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 int op_norm_dtype_out_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return write_out("aten::norm", norm_in(a, &a[4]), &a[5], outs);
 }
+
+/* ---- frobenius_norm, nuclear_norm -------------------------------------------------- */
+
+/* frobenius_norm.dim(self, dim, keepdim): the 2-norm over dim (all when []) */
+static kiln_tensor *frobenius(const op_val *a) {
+  return op_call1(KILN_OP_NORM_DIM, (op_val[]){a[0], OPV_F(2), a[1], a[2]}, 4);
+}
+int op_frobenius_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return op_out1(frobenius(a), outs);
+}
+int op_frobenius_norm_out_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return write_out("aten::frobenius_norm", frobenius(a), &a[3], outs);
+}
+
+/* nuclear_norm: the sum of the singular values of the matrices in dims
+ * (the last two of a 2-d self when dim is NULL), moved last */
+static kiln_tensor *nuclear(const op_val *self, const op_val *dim, const op_val *keepdim) {
+  const char *fn = "aten::nuclear_norm";
+  kiln_tensor *x;
+  if (op_arg_tensor(fn, self, "self", &x) < 0) return NULL;
+  int64_t d0 = 0, d1 = 1;
+  if (!dim) {
+    if (x->ndim != 2) {
+      core_error(KILN_ERR_INVALID, "%s: Expected a tensor with 2 dimensions, but got a tensor with %d dimension%s "
+                 "instead.", fn, x->ndim, x->ndim == 1 ? "" : "s");
+      return NULL;
+    }
+  } else {
+    if (dim->tag != OP_VAL_INTS || dim->ints.n != 2) {
+      core_error(KILN_ERR_INVALID, "%s: dim must be a list of 2 ints", fn);
+      return NULL;
+    }
+    d0 = core_wrap_dim(fn, dim->ints.v[0], x->ndim);
+    d1 = core_wrap_dim(fn, dim->ints.v[1], x->ndim);
+    if (d0 < 0 || d1 < 0) return NULL;
+    if (d0 == d1) {
+      core_error(KILN_ERR_INVALID, "%s: dims must be different, got %lld and %lld", fn, (long long)d0, (long long)d1);
+      return NULL;
+    }
+  }
+  int64_t src[2] = {d0, d1}, dst[2] = {-2, -1};
+  kiln_tensor *m = op_call1(KILN_OP_MOVEDIM, (op_val[]){OPV_T(x), OPV_INTS(src, 2), OPV_INTS(dst, 2)}, 3);
+  kiln_tensor *s = m ? op_call1(KILN_OP_LINALG_SVDVALS, (op_val[]){OPV_T(m), OPV_NONE}, 2) : NULL;
+  int64_t last = -1;
+  kiln_tensor *r = s ? kiln_sum(s, &last, 1, false) : NULL;
+  if (r && flag(keepdim)) {
+    r = kiln_unsqueeze(r, (int)(d0 < d1 ? d0 : d1));
+    r = r ? kiln_unsqueeze(r, (int)(d0 < d1 ? d1 : d0)) : NULL;
+  }
+  return r;
+}
+int op_nuclear_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return op_out1(nuclear(&a[0], NULL, &a[1]), outs);
+}
+int op_nuclear_norm_out_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return write_out("aten::nuclear_norm", nuclear(&a[0], NULL, &a[1]), &a[2], outs);
+}
+int op_nuclear_norm_dim_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return op_out1(nuclear(&a[0], &a[1], &a[2]), outs);
+}
+int op_nuclear_norm_dim_out_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  return write_out("aten::nuclear_norm", nuclear(&a[0], &a[1], &a[2]), &a[3], outs);
+}
