@@ -10,26 +10,15 @@
  * float32 and integers in int64, Note [Narrow dtypes] in ew.c; an op with
  * no kernel for the compute dtype refuses there), views (metadata only),
  * in-place forms (their functional op is checked when it runs), and the
- * copies, factories and reductions listed below. Any other op given a
- * tensor or a ScalarType of one of them fails with "<op>: not implemented
- * for dtype <name>" instead of reading the bytes as another type. The
- * fused executor runs a group with such an input unfused. */
+ * copies, factories and reductions flagged OPF_EXT_DTYPES in ops.def. Any
+ * other op given a tensor or a ScalarType of one of them fails with "<op>:
+ * not implemented for dtype <name>" instead of reading the bytes as another
+ * type. The fused executor runs a group with such an input unfused. */
 static bool takes_extended(int op) {
-  const op_info *info = &op_table[op];
-  if (info->flags & (OPF_ELEMENTWISE | OPF_VIEW | OPF_INPLACE)) return true;
-  switch (op) {
-  case KILN_OP_RESHAPE: case KILN_OP_CONTIGUOUS: case KILN_OP_CLONE: case KILN_OP_TO:
-  case KILN_OP_ZEROS_LIKE: case KILN_OP_ONES_LIKE: case KILN_OP_FILL: case KILN_OP_ZERO:
-  case KILN_OP_COPY: case KILN_OP_FLATTEN: case KILN_OP_SQUEEZE_ALL: case KILN_OP_UNFLATTEN:
-  case KILN_OP_EXPAND_AS: case KILN_OP_VIEW_AS: case KILN_OP_RESHAPE_AS:
-  case KILN_OP_ZEROS: case KILN_OP_ONES: case KILN_OP_EMPTY: case KILN_OP_FULL:
-  case KILN_OP_NEW_ZEROS: case KILN_OP_NEW_ONES: case KILN_OP_NEW_FULL: case KILN_OP_FULL_LIKE:
-  /* integers sum in int64 (to Long, as PyTorch), half types in float32
-   * (rounded back); mean takes floating types only */
-  case KILN_OP_SUM: case KILN_OP_MEAN: case KILN_OP_SUM_ALL: case KILN_OP_MEAN_ALL:
-    return true;
-  default: return false;
-  }
+  /* the copies, factories and reductions that handle them are flagged
+   * OPF_EXT_DTYPES in ops.def: integers sum in int64 (to Long, as PyTorch),
+   * half types in float32 (rounded back); mean takes floating types only */
+  return op_table[op].flags & (OPF_ELEMENTWISE | OPF_VIEW | OPF_INPLACE | OPF_EXT_DTYPES);
 }
 
 static int refuse(int op, kiln_dtype dt) {

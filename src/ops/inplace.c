@@ -205,21 +205,15 @@ done:
  * memory it shares) makes that backward fail on the version: y.relu_()
  * then y.add_(1) cannot backpropagate, as in PyTorch. The functional op's
  * own result, a temporary, would not see the write. These are the ops
- * whose in-place form PyTorch 1.13 saves the result for (checked by
+ * flagged OPF_INPLACE_SAVES_RESULT in ops.def, those whose in-place form
+ * PyTorch 1.13 saves the result for (checked by
  * scripts/golden/inplace_saved.py; erfinv_ saves self's old value, as
  * other ops do through the clone above, and pow_ the result only for a
  * tensor exponent). */
 static bool saves_result(int op, const op_val *a, int n_args) {
-  switch (op) {
-  case KILN_OP_EXP: case KILN_OP_SQRT: case KILN_OP_RSQRT: case KILN_OP_TANH:
-  case KILN_OP_SIGMOID: case KILN_OP_RELU: case KILN_OP_LEAKY_RELU: case KILN_OP_RECIPROCAL:
-  case KILN_OP_TAN: case KILN_OP_EXPM1: case KILN_OP_EXP2: case KILN_OP_SGN:
-  case KILN_OP_HYPOT: case KILN_OP_COPYSIGN: case KILN_OP_ELU: case KILN_OP_SELU:
-  case KILN_OP_CELU:
-    return true;
-  case KILN_OP_POW: return n_args > 1 && a[1].tag == OP_VAL_TENSOR;
-  default: return false;
-  }
+  if (!(op_table[op].flags & OPF_INPLACE_SAVES_RESULT)) return false;
+  /* pow_(Tensor exponent) only: pow_(Scalar)'s formula reads self's old value */
+  return op != KILN_OP_POW || (n_args > 1 && a[1].tag == OP_VAL_TENSOR);
 }
 
 static int save_result(int op, const op_val *a, int n_args, kiln_tensor *self, kiln_tensor *r) {

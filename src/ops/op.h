@@ -147,6 +147,11 @@ enum {
                                (it reads each element of self before writing it) */
   OPF_HAS_INPLACE = 1 << 17, /* PyTorch has its in-place form <name>_ (Note
                                 [In-place variants]) */
+  OPF_INPLACE_SAVES_RESULT = 1 << 18, /* PyTorch's formula for the in-place form reads its
+                                         result (self after the write): Note [In-place
+                                         saved result] in inplace.c */
+  OPF_EXT_DTYPES = 1 << 19, /* not elementwise, a view or in-place, yet takes the
+                               extended dtypes (Note [Extended dtypes] in dtype_gate.c) */
 };
 
 typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,
