@@ -509,6 +509,12 @@ def setup_ops(which):
         t = [torch.randn(8, 128, 256, generator=g), torch.randn(256, generator=g),
              torch.randn(256, generator=g)]
         f = lambda x, w, b: F.layer_norm(x, (256,), w, b, 1e-5)
+    elif which == "bn":
+        g = torch.Generator().manual_seed(8)
+        t = [torch.randn(16, 64, 28, 28, generator=g), torch.randn(64, generator=g),
+             torch.randn(64, generator=g)]
+        rm, rv = torch.zeros(64), torch.ones(64)
+        f = lambda x, w, b: F.batch_norm(x, rm, rv, w, b, True, 0.1, 1e-5)
     else:
         t = [torch.randn(8, 4, 128, 32, generator=g) for _ in range(3)]
         f = lambda q, k, v: torch.matmul(torch.softmax(q @ k.transpose(2, 3) / 32 ** 0.5, -1), v)
@@ -606,6 +612,7 @@ WORKLOADS = [
     T("busy_machine", "ms", 1e3, setup_busy_machine, 5),
     T("conv2d_depthwise", "ms", 1e3, lambda: setup_ops("dw"), 2),
     T("layer_norm", "ms", 1e3, lambda: setup_ops("ln"), 2),
+    T("batch_norm_train", "ms", 1e3, lambda: setup_ops("bn"), 2),
     T("sdpa", "ms", 1e3, lambda: setup_ops("sdpa"), 2),
 ]
 for _m in ("eager", "jit"):

@@ -1,8 +1,9 @@
 /* bench/work_ops.c: workloads of the ops added for OpInfo coverage, each
  * forward + backward in float32: conv2d_depthwise (MobileNet's 3x3
  * depthwise convolution, 32 channels, 56x56, batch 8, groups 32),
- * layer_norm ([8, 128, 256] over the last dim, with weight and bias) and
- * sdpa (scaled dot-product attention written with matmul/softmax: batch 8,
+ * layer_norm ([8, 128, 256] over the last dim, with weight and bias),
+ * batch_norm_train (training mode, [16, 64, 28, 28], weight, bias and the
+ * running statistics updated in place) and sdpa (scaled dot-product attention written with matmul/softmax: batch 8,
  * 4 heads, seq 128, head dim 32). bench/torch_anchor.py times the same in
  * PyTorch. */
 #include <math.h>
@@ -10,16 +11,17 @@
 #include "bench.h"
 #include "ops/op.h"
 
-static kiln_tensor *in[4];
+#define N_IN 6
+static kiln_tensor *in[N_IN];
 
 static void release_all(void) {
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < N_IN; i++) {
     kiln_release(in[i]);
     in[i] = NULL;
   }
 }
 static void clear_grads(void) {
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < N_IN; i++)
     if (in[i]) kiln_tensor_set_grad(in[i], NULL);
 }
 static int make(int k, int nd, const int64_t *shape, kiln_generator *g) {
@@ -81,6 +83,36 @@ static double run_ln(int iters) {
   return bench_now() - t0;
 }
 
+/* ---- batch_norm_train: training mode, running statistics updated ---- */
+static int setup_bn(void) {
+  kiln_generator *g = kiln_generator_new(8);
+  int rc = make(0, 4, (int64_t[]){16, 64, 28, 28}, g);
+  if (rc == 0) rc = make(1, 1, (int64_t[]){64}, g);
+  if (rc == 0) rc = make(2, 1, (int64_t[]){64}, g);
+  kiln_generator_free(g);
+  int64_t c[1] = {64};
+  if (rc == 0 && (!(in[3] = kiln_zeros(1, c, KILN_DTYPE_F32)) ||
+                  !(in[4] = kiln_ones(1, c, KILN_DTYPE_F32))))
+    rc = -1;
+  return rc;
+}
+static double run_bn(int iters) {
+  double t0 = bench_now();
+  for (int i = 0; i < iters; i++) {
+    kiln_scope_begin();
+    kiln_tensor *y = op_call1(KILN_OP_BATCH_NORM,
+                              (op_val[]){OPV_T(in[0]), OPV_T(in[1]), OPV_T(in[2]), OPV_T(in[3]),
+                                         OPV_T(in[4]), OPV_B(true), OPV_F(0.1), OPV_F(1e-5),
+                                         OPV_B(true)},
+                              9);
+    int rc = y ? kiln_backward(y, kiln_ones(4, kiln_tensor_shape(y), KILN_DTYPE_F32)) : -1;
+    kiln_scope_end();
+    clear_grads();
+    if (rc < 0) return bench_fail("batch_norm_train", "batch_norm");
+  }
+  return bench_now() - t0;
+}
+
 /* ---- sdpa: softmax(q k^T / sqrt(d)) v ---- */
 static int setup_sdpa(void) {
   kiln_generator *g = kiln_generator_new(7);
@@ -109,6 +141,7 @@ static double run_sdpa(int iters) {
 static const bench_workload ops[] = {
     {"conv2d_depthwise", "ms", BENCH_TIME, 1e3, 0, 2, 0, setup_dw, run_dw, release_all},
     {"layer_norm", "ms", BENCH_TIME, 1e3, 0, 2, 0, setup_ln, run_ln, release_all},
+    {"batch_norm_train", "ms", BENCH_TIME, 1e3, 0, 2, 0, setup_bn, run_bn, release_all},
     {"sdpa", "ms", BENCH_TIME, 1e3, 0, 2, 0, setup_sdpa, run_sdpa, release_all},
 };
 
