@@ -225,6 +225,7 @@ int op_cummin_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 /* cumsum along dim: x (dim moved last) @ U, U[i, j] = (i <= j); integers
  * and bools sum in float64 (exact below 2^53) and come back as int64 */
 static kiln_tensor *cumsum(kiln_tensor *x, int dim, kiln_dtype out) {
+  if (!x) return NULL; /* a failed operand (out of memory): its error stands */
   if (x->ndim == 0) return kiln_to_dtype(x, out);
   int64_t len = x->shape[dim], sh[2] = {len, len};
   kiln_dtype cd = core_dtype_is_floating(out) ? out : KILN_DTYPE_F64;
@@ -267,9 +268,11 @@ int op_cumprod_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor **parts = core_alloc((size_t)len * sizeof *parts);
   if (!parts) return KILN_ERR_NOMEM;
   parts[0] = kiln_narrow(x, dim, 0, 1);
-  for (int64_t i = 1; i < len && parts[i - 1]; i++)
-    parts[i] = kiln_mul(parts[i - 1], kiln_narrow(x, dim, i, 1));
-  kiln_tensor *r = parts[len - 1] ? kiln_cat(parts, (int)len, dim) : NULL;
+  int64_t i = 1;
+  for (; i < len && parts[i - 1]; i++) parts[i] = kiln_mul(parts[i - 1], kiln_narrow(x, dim, i, 1));
+  /* i == len with parts[len - 1] set: every part made (a failure stops
+   * the loop before the rest of parts[] is written) */
+  kiln_tensor *r = i == len && parts[len - 1] ? kiln_cat(parts, (int)len, dim) : NULL;
   core_free(parts);
   return op_out1(r, outs);
 }

@@ -11,12 +11,14 @@
 #include "ops/op.h"
 #include "test.h"
 
-static int sweep(int op, int n_args) {
+/* Every allocation of op(x, rest...) fails in turn, x the 6 values below;
+ * the number of failure points. */
+static int sweep_args(int op, const op_val *rest, int n_args) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_from_data((float[]){-3.5f, -0.25f, 0.0f, 0.75f, 4.0f, 30.0f}, 1,
                                   (int64_t[]){6}, KILN_DTYPE_F32);
-  /* self, then each Scalar at 1 (softplus's threshold 20) */
-  op_val args[4] = {OPV_T(x), OPV_F(1.0), OPV_F(op == KILN_OP_SOFTPLUS ? 20.0 : 1.0), OPV_F(1.0)};
+  op_val args[4] = {OPV_T(x)};
+  for (int i = 1; i < n_args; i++) args[i] = rest[i - 1];
   kiln_tensor *want = op_call1(op, args, n_args);
   CHECK(want != NULL);
   int hit = 0;
@@ -40,6 +42,27 @@ static int sweep(int op, int n_args) {
   }
   kiln_scope_end();
   return hit;
+}
+
+static int sweep(int op, int n_args) {
+  /* self, then each Scalar at 1 (softplus's threshold 20) */
+  op_val rest[3] = {OPV_F(1.0), OPV_F(op == KILN_OP_SOFTPLUS ? 20.0 : 1.0), OPV_F(1.0)};
+  return sweep_args(op, rest, n_args);
+}
+
+/* Found by `make fuzz FUZZ_OOM=1` (fuzz_run): logcumsumexp passed a failed
+ * exp's NULL on to its cumsum, which read it (UBSan: member access within
+ * a null pointer, src/ops/sort.c). The scans, along dim 0. */
+TEST(scans_fail_cleanly_at_every_allocation) {
+  static const int ops[] = {KILN_OP_LOGCUMSUMEXP, KILN_OP_CUMSUM, KILN_OP_CUMPROD};
+  int total = 0;
+  for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+    op_val dim[2] = {OPV_I(0), OPV_NONE};
+    int h = sweep_args(ops[i], dim, ops[i] == KILN_OP_LOGCUMSUMEXP ? 2 : 3);
+    CHECK_MSG(h >= 2, "%s: %d failure points", op_table[ops[i]].name, h);
+    total += h;
+  }
+  test_note("%d failure points over 3 scans", total);
 }
 
 TEST(decompositions_fail_cleanly_at_every_allocation) {
