@@ -20,56 +20,6 @@
  * using it after its base's history moved is an error that says so. */
 #include "autograd.h"
 
-/* Each of t's elements' position among base's (row-major), as an I64
- * tensor; NULL + error when t reaches memory outside base. */
-static kiln_tensor *positions(const kiln_tensor *t, const kiln_tensor *base) {
-  int64_t nb = core_numel(base->ndim, base->shape), nv = core_numel(t->ndim, t->shape);
-  int64_t lo = INT64_MAX, hi = INT64_MIN;
-  int64_t *map = NULL, *pos = NULL;
-  kiln_tensor *out = NULL;
-  for (int64_t i = 0; i < nb; i++) {
-    int64_t off = base->offset, rem = i;
-    for (int d = base->ndim - 1; d >= 0; d--) {
-      off += (rem % base->shape[d]) * base->strides[d];
-      rem /= base->shape[d];
-    }
-    lo = off < lo ? off : lo;
-    hi = off > hi ? off : hi;
-  }
-  size_t span = nb ? (size_t)(hi - lo + 1) : 1, bytes;
-  if (__builtin_mul_overflow(span, sizeof *map, &bytes) || !(map = core_alloc(bytes)) ||
-      !(pos = core_alloc((size_t)(nv ? nv : 1) * sizeof *pos))) {
-    core_error(KILN_ERR_NOMEM, "view regeneration: out of memory");
-    goto done;
-  }
-  for (size_t i = 0; i < span; i++) map[i] = -1;
-  for (int64_t i = 0; i < nb; i++) {
-    int64_t off = base->offset, rem = i;
-    for (int d = base->ndim - 1; d >= 0; d--) {
-      off += (rem % base->shape[d]) * base->strides[d];
-      rem /= base->shape[d];
-    }
-    map[off - lo] = i;
-  }
-  for (int64_t i = 0; i < nv; i++) {
-    int64_t off = t->offset, rem = i;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-      off += (rem % t->shape[d]) * t->strides[d];
-      rem /= t->shape[d];
-    }
-    if (off < lo || off > hi || map[off - lo] < 0) {
-      core_error(KILN_ERR_UNSUPPORTED, "view regeneration: the view reaches memory outside its base");
-      goto done;
-    }
-    pos[i] = map[off - lo];
-  }
-  out = kiln_from_data(pos, 1, &nv, KILN_DTYPE_I64);
-done:
-  core_free(map);
-  core_free(pos);
-  return out;
-}
-
 void ag_note_view(kiln_tensor *t) {
   if (!t->ag) return;
   t->ag->is_view = true;
@@ -91,7 +41,7 @@ int ag_refresh_view(kiln_tensor *t) {
   int64_t flat = -1;
   kiln_scope_begin();
   bool prev = kiln_set_grad_enabled(true);
-  kiln_tensor *p = positions(t, base);
+  kiln_tensor *p = op_view_positions(t, base, "view regeneration");
   kiln_tensor *c = p ? kiln_clone(base) : NULL, *f = c ? kiln_reshape(c, 1, &flat) : NULL;
   kiln_tensor *s = f ? kiln_index_select(f, 0, p) : NULL;
   kiln_tensor *v = s ? kiln_view(s, t->ndim, t->shape) : NULL;

@@ -132,18 +132,17 @@ static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor
  * saved has dropped its base (node.c: the base's history could hold that
  * node, a reference cycle), so writing it under autograd is the error
  * above. */
-static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
+kiln_tensor *op_view_positions(const kiln_tensor *view, const kiln_tensor *base, const char *who) {
   int64_t nb = core_numel(base->ndim, base->shape), nv = core_numel(view->ndim, view->shape);
-  int64_t lo = INT64_MAX, hi = INT64_MIN, idx[KILN_MAX_DIMS];
-  int rc = -1;
+  int64_t lo = INT64_MAX, hi = INT64_MIN;
   int64_t *map = NULL, *pos = NULL;
+  kiln_tensor *out = NULL;
   /* the storage span of the base's elements */
   for (int64_t i = 0; i < nb; i++) {
     int64_t off = base->offset, rem = i;
     for (int d = base->ndim - 1; d >= 0; d--) {
-      idx[d] = rem % base->shape[d];
+      off += (rem % base->shape[d]) * base->strides[d];
       rem /= base->shape[d];
-      off += idx[d] * base->strides[d];
     }
     lo = off < lo ? off : lo;
     hi = off > hi ? off : hi;
@@ -151,7 +150,7 @@ static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
   size_t span = nb ? (size_t)(hi - lo + 1) : 1, bytes;
   if (__builtin_mul_overflow(span, sizeof *map, &bytes) || !(map = core_alloc(bytes)) ||
       !(pos = core_alloc((size_t)(nv ? nv : 1) * sizeof *pos))) {
-    core_error(KILN_ERR_NOMEM, "CopySlices: out of memory");
+    core_error(KILN_ERR_NOMEM, "%s: out of memory", who);
     goto done;
   }
   for (size_t i = 0; i < span; i++) map[i] = -1;
@@ -170,13 +169,23 @@ static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
       rem /= view->shape[d];
     }
     if (off < lo || off > hi || map[off - lo] < 0) {
-      core_error(KILN_ERR_UNSUPPORTED, "CopySlices: the view reaches memory outside its base");
+      core_error(KILN_ERR_UNSUPPORTED, "%s: the view reaches memory outside its base", who);
       goto done;
     }
     pos[i] = map[off - lo];
   }
-  int64_t flat = -1, n1 = nv;
-  kiln_tensor *p = kiln_from_data(pos, 1, &n1, KILN_DTYPE_I64);
+  out = kiln_from_data(pos, 1, &nv, KILN_DTYPE_I64);
+done:
+  core_free(map);
+  core_free(pos);
+  return out;
+}
+
+static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
+  int rc = -1;
+  kiln_tensor *p = op_view_positions(view, base, "CopySlices");
+  if (!p) return -1;
+  int64_t flat = -1;
   /* a copy of the base: the formulas below may save it, and the base is written next */
   kiln_tensor *bc = kiln_clone(base), *bf = bc ? kiln_reshape(bc, 1, &flat) : NULL;
   kiln_tensor *rf = kiln_reshape(r, 1, &flat);
@@ -194,8 +203,6 @@ static int copy_slices(kiln_tensor *view, kiln_tensor *base, kiln_tensor *r) {
     goto done;
   rc = 0;
 done:
-  core_free(map);
-  core_free(pos);
   return rc;
 }
 

@@ -245,6 +245,10 @@ int op_output_alias(int op, int out);
  * infer (the result meta is self's) and decompose. */
 int op_inplace_infer(int op, const op_val *args, int n_args, op_meta *outs, int max_outs);
 int op_inplace_run(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
+/* Each element of view's position among base's elements (row-major), as a
+ * 1-d I64 tensor in the caller's scope; NULL + error (messages start with
+ * who) when view reaches memory outside base or memory runs out. */
+kiln_tensor *op_view_positions(const kiln_tensor *view, const kiln_tensor *base, const char *who);
 /* avg_poolNd of an integer input (pool.c): f (the op's decompose) on the
  * float64 input, truncated toward zero into the input's dtype. */
 int op_avg_pool_int(const op_val *args, int n_args, kiln_tensor **outs, int max_outs,
