@@ -284,7 +284,10 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
   kiln_tensor *r = op_call1(op, args, n_args);
   if (!r) return -1;
   if (check_fits(name, self, r->ndim, r->shape, r->dtype) < 0) return KILN_ERR_INVALID;
-  if (record && r->dtype != self->dtype && !(r = kiln_to_dtype(r, self->dtype))) return -1;
+  /* self keeps its dtype: eager casts when it copies; a recorded or lazy
+   * write rebinds self to r, so r is cast first */
+  if ((record || lazy) && r->dtype != self->dtype && !(r = kiln_to_dtype(r, self->dtype)))
+    return -1;
   if (base) { /* Note [CopySlices] */
     if (copy_slices(self, base, r) < 0 || save_result(op, a, n_args, self, r) < 0) return -1;
     outs[0] = core_autorelease(kiln_retain(self));
