@@ -15,8 +15,9 @@
  * view/reshape/squeeze/unsqueeze and for an expand that repeats no
  * element, r itself for contiguous); every live tensor on the base's old
  * value (the base, its other aliases) is rebound to the result. An expand
- * that repeats elements, chunk, split and unbind views cannot be written
- * this way: an error says so. A dtype-changing `to` (or one with
+ * that repeats elements takes a fill_ or zero_ written straight into it
+ * (each repeat once); any other write to it, and chunk, split and unbind
+ * views, cannot be written this way: an error says so. A dtype-changing `to` (or one with
  * copy=True) is a copy, not a view; one that keeps the dtype is self.
  * reshape and contiguous of a view eager would not find contiguous are
  * copies too. Writing the base (an in-place op or kiln_copy_) just rebinds
@@ -39,6 +40,23 @@ static kiln_tensor *tensor_on(lazy_value v) {
 static int64_t int_arg(const lazy_node *n, int k, int64_t dflt) {
   const op_val *a = &n->args[k];
   return a->tag == OP_VAL_INT ? a->i : dflt;
+}
+
+/* Is r a fill_/zero_'s value (the same number everywhere)? */
+static bool uniform(kiln_tensor *r) {
+  if (r->device != CORE_DEVICE_LAZY) return false;
+  int op = lazy_of(r)->value.node->op;
+  return op == KILN_OP_FILL || op == KILN_OP_ZERO;
+}
+
+/* r (an expand of base's shape, uniform) with each repeat taken once:
+ * index 0 of the dims the expand added and of those it repeated. */
+static kiln_tensor *first_repeat(kiln_tensor *r, const kiln_tensor *base) {
+  kiln_tensor *t = r;
+  while (t && t->ndim > base->ndim) t = kiln_select(t, 0, 0);
+  for (int d = 0; t && d < base->ndim; d++)
+    if (base->shape[d] == 1 && t->shape[d] != 1) t = kiln_narrow(t, d, 0, 1);
+  return t ? kiln_contiguous(t) : NULL;
 }
 
 /* base with the region view op n took replaced by r; NULL + error */
@@ -73,9 +91,12 @@ static kiln_tensor *put_back(const lazy_node *n, kiln_tensor *base, kiln_tensor 
     return r;
   case KILN_OP_EXPAND:
     /* as many elements as the base: only size-1 dims added or kept, so
-     * no element repeats and the write is the base reshaped (an expand
-     * that repeats elements is refused below, as PyTorch refuses it) */
+     * no element repeats and the write is the base reshaped */
     if (kiln_tensor_numel(r) == kiln_tensor_numel(base)) return kiln_reshape(r, nd, base->shape);
+    /* an expand that repeats elements takes only a uniform write (fill_,
+     * zero_: every repeat of an element gets the same value), as PyTorch;
+     * any other is refused below, as PyTorch refuses it */
+    if (uniform(r)) return first_repeat(r, base);
     break;
   case KILN_OP_SELECT:
   case KILN_OP_SLICE:
