@@ -145,6 +145,8 @@ struct kiln_tensor {
  * time instead of by a constructor: kiln_dist_init sets them and
  * kiln_dist_finalize clears them, NULL while MPI is not initialised (Note
  * [All-reduce start and wait] in src/ops/collective.c).
+ * The thread's kernel poll function (Note [Kernel poll] below) is set
+ * at run time too, by a call, not an assignment.
  * (op_grad_enabled is state, not a hook: ops read it, autograd's grad-mode
  * functions in src/autograd/engine.c write it.) Callers test a hook for
  * NULL, or call it only on a tensor the upper layer made (a lazy tensor
@@ -399,6 +401,26 @@ int core_available_cores(void);
 /* ceil(quota / period): a cgroup CPU quota in cores; 0 for none (quota or
  * period <= 0, as cgroup v2's "max" reads). */
 int core_quota_cores(long long quota, long long period);
+
+/* ---- kernel polling (poll.c, Note [Kernel poll]) ------------------------- */
+/* Note [Kernel poll]: Open MPI moves a non-blocking all-reduce on only
+ * inside MPI calls, and a backward spends long stretches inside one
+ * kernel (a convolution's GEMMs) where no engine or executor callback
+ * runs. So long kernels call core_poll() between their blocks (the GEMM's
+ * row panels, a convolution's batch chunks), and the distributed layer
+ * sets the calling thread's poll function while its all-reduces are
+ * pending (Note [Progress] in src/dist/reducer.c, Note [Graph all-reduces]
+ * in src/dist/comm.c); fn rate-limits itself. The function is per thread:
+ * OpenMP workers never poll, so MPI is called only from the thread that
+ * started the all-reduces. Like the two all-reduce hooks of Note [Hooks],
+ * it is set at run time (fn NULL clears it). */
+extern _Thread_local void (*core_poll_fn)(void *ud);
+extern _Thread_local void *core_poll_ud;
+/* Sets (fn non-NULL) or clears this thread's poll function. Never fails. */
+void core_set_poll(void (*fn)(void *ud), void *ud);
+static inline void core_poll(void) {
+  if (core_poll_fn) core_poll_fn(core_poll_ud);
+}
 
 /* ---- instruction-set levels (cpu.c, Note [CPU levels]) ----------------- */
 #include "cpu.h"

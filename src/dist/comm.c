@@ -253,6 +253,7 @@ static void graph_reqs_free(void) {
   greqs = NULL;
   n_greqs = cap_greqs = 0;
   exec_set_run_progress(NULL, NULL);
+  core_set_poll(NULL, NULL); /* Note [Kernel poll] */
 }
 
 /* aten::kiln_all_reduce_start's hook; group 0 is the world. */
@@ -280,6 +281,7 @@ static int start_hook(void *buf, int64_t n, kiln_dtype dt, int group) {
   if (n_greqs == 0) g_first = dist_now();
   greqs[n_greqs++] = (graph_req){buf, n, r, 0};
   exec_set_run_progress(graph_progress, NULL);
+  core_set_poll(graph_progress, NULL); /* Note [Kernel poll] */
   return 0;
 }
 
@@ -311,6 +313,7 @@ static int wait_hook(void *buf, int64_t n) {
     g_comm_s += g_last_done > g_first ? g_last_done - g_first : 0;
     g_last_done = 0;
     exec_set_run_progress(NULL, NULL);
+    core_set_poll(NULL, NULL); /* Note [Kernel poll] */
   }
   return 0;
 }

@@ -8,9 +8,10 @@
  * flat tensor; a parameter's .grad is a view into its bucket (after its
  * hook copies the accumulated gradient there, as DDP does without
  * gradient_as_bucket_view). The first layout is reverse registration
- * order (the last layer's gradients are ready first), the first bucket at
- * most 1 MiB so that communication starts early, the others at most the
- * cap (25 MiB). After the first synced backward the layout is rebuilt
+ * order (the last layer's gradients are ready first); as DDP's, a bucket
+ * closes with the parameter that brings it to its cap, 1 MiB for the first
+ * bucket (so that communication starts early), the cap (25 MiB) for the
+ * others: a large gradient rides with the small ones ready before it. After the first synced backward the layout is rebuilt
  * once from the order in which the hooks fired, rank 0's order broadcast
  * so that every rank has the same buckets (all-reduces must match).
  *
@@ -26,8 +27,9 @@
  *
  * Note [Progress]: Open MPI progresses a non-blocking collective only
  * inside MPI calls, so the engine's progress callback tests the started
- * requests between backward nodes, at most every 20 us (a test costs
- * ~0.3 us; most nodes take more). Overlap = 1 - wait / comm, where comm
+ * requests between backward nodes, and long kernels call it between their
+ * blocks (Note [Kernel poll] in src/core/core.h), at most every 20 us (a
+ * test costs ~0.3 us; most nodes take more). Overlap = 1 - wait / comm, where comm
  * is the span from the first start to the last completion seen. */
 #include <stdio.h>
 #include <string.h>
@@ -100,16 +102,16 @@ static int build(kiln_dist_reducer *r, const int *order) {
   int nb = 0, rc = 0;
   if (!b) return KILN_ERR_NOMEM;
   double bytes = 0;
+  bool full = false; /* the open bucket reached its cap */
   for (int k = 0; k < r->n; k++) {
     int i = order[k];
     kiln_tensor *p = r->params[i];
     double nbytes = (double)kiln_tensor_numel(p) * (double)kiln_dtype_size(p->dtype);
-    double cap = nb <= 1 && r->cap_bytes > 1048576.0 ? 1048576.0 : r->cap_bytes;
-    bool fresh = nb == 0 || kiln_tensor_dtype(r->params[b[nb - 1].idx[0]]) != p->dtype ||
-                 (bytes + nbytes > cap && b[nb - 1].n > 0);
+    bool fresh = nb == 0 || full || kiln_tensor_dtype(r->params[b[nb - 1].idx[0]]) != p->dtype;
     if (fresh) {
       nb++;
       bytes = 0;
+      full = false;
       b[nb - 1].idx = core_alloc((size_t)r->n * sizeof(int));
       if (!b[nb - 1].idx) {
         rc = KILN_ERR_NOMEM;
@@ -119,6 +121,11 @@ static int build(kiln_dist_reducer *r, const int *order) {
     b[nb - 1].idx[b[nb - 1].n++] = i;
     r->bucket_of[i] = nb - 1;
     bytes += nbytes;
+    /* as DDP (compute_bucket_assignment_by_size): the parameter that
+     * reaches the cap closes its bucket, so a large gradient shares the
+     * bucket of the small ones ready before it and starts with them */
+    double cap = nb == 1 && r->cap_bytes > 1048576.0 ? 1048576.0 : r->cap_bytes;
+    full = bytes >= cap;
   }
   kiln_scope_begin();
   for (int k = 0; k < nb && rc == 0 && !r->lazy; k++) {
@@ -207,6 +214,7 @@ static void progress(void *ud) {
 static void end_backward(void *ud) {
   kiln_dist_reducer *r = ud;
   kiln_set_backward_progress(NULL, NULL);
+  core_set_poll(NULL, NULL); /* Note [Kernel poll] */
   if (!r->active) return;
   for (int i = r->n - 1; i >= 0; i--)
     if (!r->ready[i]) mark_ready(r, i);
@@ -283,6 +291,7 @@ static void begin_backward(kiln_dist_reducer *r, bool in_backward) {
     int rc = kiln_queue_callback(end_backward, r);
     if (rc < 0) set_error(r, rc);
     kiln_set_backward_progress(progress, r);
+    core_set_poll(progress, r); /* Note [Kernel poll] */
   }
   for (int i = r->n - 1; i >= 0; i--) {
     int w = in_backward ? kiln_backward_will_accumulate(r->params[i]) : 0;
@@ -518,7 +527,10 @@ fail:
 
 void kiln_dist_reducer_free(kiln_dist_reducer *r) {
   if (!r) return;
-  if (r->active) kiln_set_backward_progress(NULL, NULL);
+  if (r->active) {
+    kiln_set_backward_progress(NULL, NULL);
+    core_set_poll(NULL, NULL); /* Note [Kernel poll] */
+  }
   if (r->views) free_buckets(r);
   for (int i = 0; r->slots && i < r->n; i++) r->slots[i].r = NULL;
   for (int i = 0; i < r->n; i++) {

@@ -202,6 +202,7 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
   /* col [K, nL]; out' [O, nL]; out'^T [nL, O] */
   char *col = buf, *mid = buf + per * (size_t)nb, *midt = mid + per * (size_t)nb;
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
+    core_poll(); /* Note [Kernel poll] */
     int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
     /* few columns (batch 1 at 2x2 or 4x4): the transposed product, whose
      * rows fill the kernel's 12- or 6-row panels better than the columns
@@ -259,6 +260,7 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
   size_t m = per * (size_t)nb;
   char *col = buf, *gcol = buf + m, *got = buf + 2 * m; /* [K, nL], [K, nL], [O, nL] */
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
+    core_poll(); /* Note [Kernel poll] */
     int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
     const char *gt = go + (size_t)(i0 * os) * es;
     int64_t ldg = L;

@@ -229,6 +229,7 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
       int64_t ld = pc == 0 ? ldd : ldc;
       for (int64_t ic = 0; ic < M; ic += MC) {
         int64_t mc = M - ic < MC ? M - ic : MC;
+        core_poll(); /* Note [Kernel poll] */
         pack_a_block(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
         for (int64_t j = 0; j < nc; j += NR) {
           __mmask16 m0 = tail_mask(nc - j), m1 = nc - j > 16 ? tail_mask(nc - j - 16) : 0;

@@ -220,6 +220,7 @@ bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
       int64_t ld = pc == 0 ? ldd : ldc;
       for (int64_t ic = 0; ic < M; ic += MC) {
         int64_t mc = M - ic < MC ? M - ic : MC;
+        core_poll(); /* Note [Kernel poll] */
         pack_a(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
         for (int64_t j = 0; j < nc; j += NR)
           for (int64_t i = 0; i < mc; i += MR)
