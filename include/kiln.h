@@ -240,7 +240,10 @@ KILN_API const char *kiln_cpu_level(void);
  * KILN_ERR_INVALID for n < 1. Default: KILN_NUM_THREADS, else
  * OMP_NUM_THREADS, else the available cores (README: Threads). */
 KILN_API kiln_status kiln_set_num_threads(int n);
-/* The number of threads kiln's parallel regions use. */
+/* The number of threads the calling thread's parallel regions are asked
+ * to use (as set above). Beside other busy processes they use fewer, the
+ * cores left free, at least 1 (README: Threads; KILN_ADAPT_THREADS=0 turns
+ * that off). Never fails. */
 KILN_API int kiln_get_num_threads(void);
 
 /* ===================================================================== */

@@ -401,6 +401,18 @@ int core_available_cores(void);
 /* ceil(quota / period): a cgroup CPU quota in cores; 0 for none (quota or
  * period <= 0, as cgroup v2's "max" reads). */
 int core_quota_cores(long long quota, long long period);
+/* Note [Busy cores] (threads.c): sets this thread's parallel regions to the
+ * cores other processes leave free, at most every 20 ms; ops call it
+ * before their kernel runs. Never fails (without /proc it does nothing). */
+void core_threads_adapt(void);
+/* The thread count for wanted threads on cores cores beside others runnable
+ * tasks of other processes: min(wanted, cores - others), at least 1. */
+int core_threads_for(int wanted, int cores, int others);
+/* The count this thread's parallel regions use now (omp_get_max_threads). */
+int core_threads_in_use(void);
+/* Turns the adaptation on or off for the process (tests); returns whether
+ * it was on. Off restores the calling thread's count asked for. */
+bool core_threads_set_adaptive(bool on);
 
 /* ---- kernel polling (poll.c, Note [Kernel poll]) ------------------------- */
 /* Note [Kernel poll]: Open MPI moves a non-blocking all-reduce on only

@@ -8,16 +8,14 @@
  * it, and the scheduler then runs the worker late when the next region
  * needs it: the MLP step went from 1.5 to 6 ms beside one busy process, and
  * to hundreds of ms with 8 jobs on 2 cores (Note [Busy machine] in
- * bench/work_models.c). A short bounded spin (KILN_SPINCOUNT pauses, a
- * few microseconds: it catches a region that follows at once) and then
- * sleeping avoids both. Measured here with 10-16 jobs on the 2 cores
- * (busy_machine, MLP step at 2 threads, alternating runs): spin counts 0
- * and 100 and OMP_WAIT_POLICY=PASSIVE alike (2-9 ms), 1000 2-3x slower
- * (5-18 ms: every region then leaves each worker burning ~20 us, more than
- * the step's own work, and the scheduler charges it to kiln), libgomp's
- * default up to 100x slower (50-380 ms). A quiet machine could not be
- * measured in that session; there sleeping costs a futex wake-up per
- * region (an earlier note measured PASSIVE at 2x the MLP step's 1.1 ms).
+ * bench/work_models.c). A bounded spin (KILN_SPINCOUNT pauses) and then
+ * sleeping avoids both, with the thread count adapted to the cores other
+ * processes leave (Note [Busy cores] below, which also says why the spin
+ * is long). Measured in an earlier session with 10-16 jobs on the 2 cores
+ * (busy_machine, MLP step at 2 threads, before the adaptation): spin
+ * counts 0 and 100 and OMP_WAIT_POLICY=PASSIVE alike (2-9 ms), 1000 2-3x
+ * slower (every region then left each worker burning ~20 us beside the
+ * other jobs), libgomp's default up to 100x slower (50-380 ms).
  *
  * libgomp reads those variables once, in its own initialiser, which runs
  * before any of a program's constructors: a constructor's setenv is too
@@ -36,13 +34,32 @@
  * (its affinity mask, and its cgroup's CPU quota rounded up, which libgomp
  * does not read); KILN_NUM_THREADS, else OMP_NUM_THREADS, else that count.
  * Applied at load time to the main thread (omp_set_num_threads), and by
- * kiln_set_num_threads to the calling thread. */
+ * kiln_set_num_threads to the calling thread.
+ *
+ * Note [Busy cores]: how long to spin is a trade no constant wins. On an
+ * idle machine (AMD EPYC, 2 cores, MLP step at 2 threads) a spin count of
+ * 100 made the step 2.5 ms, 30,000 made it 1.2-1.5 ms (the worker is awake
+ * for the next region); beside one busy process the same 30,000 made it
+ * 5-8 ms, 4x its quiet time, where 100 kept it at its quiet time. So kiln
+ * spins long (KILN_SPINCOUNT, wait_policy.c) and does not ask a busy
+ * machine for its cores: before an op runs, at most every 20 ms, the
+ * calling thread reads the number of runnable tasks (/proc/loadavg),
+ * subtracts this process's own (/proc/self/task/N/stat in state R: its
+ * spinning workers are runnable too), and runs its parallel regions on
+ * the cores left over: min(the count asked for, available cores - other
+ * runnable tasks), at least 1. A worker not asked for sleeps once its spin
+ * ends, so nothing of kiln's spins beside the other process. The count
+ * asked for (kiln_set_num_threads, KILN_NUM_THREADS, OMP_NUM_THREADS) stays
+ * what kiln_get_num_threads returns; KILN_ADAPT_THREADS=0 turns the
+ * adaptation off (the count asked for is then always used). */
+#include <dirent.h>
 #include <omp.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -111,14 +128,95 @@ int core_available_cores(void) {
   return c;
 }
 
+/* ---- the count asked for, and the count in use (Note [Busy cores]) -------- */
+static _Thread_local int wanted;  /* asked for on this thread; 0: not yet read */
+static _Thread_local int applied; /* what omp_set_num_threads last got here */
+static _Thread_local long long next_check_ms;
+static atomic_int adapt = -1; /* -1 until KILN_ADAPT_THREADS is read */
+
+static int wanted_here(void) {
+  if (!wanted) wanted = applied = omp_get_max_threads();
+  return wanted;
+}
+
 kiln_status kiln_set_num_threads(int n) {
   if (n < 1) return core_error(KILN_ERR_INVALID, "kiln_set_num_threads: %d threads", n);
   int max = core_available_cores();
-  omp_set_num_threads(n < max ? n : max);
+  wanted = applied = n < max ? n : max;
+  omp_set_num_threads(wanted);
+  next_check_ms = 0; /* the next op looks at the machine again */
   return KILN_OK;
 }
 
-int kiln_get_num_threads(void) { return omp_get_max_threads(); }
+int kiln_get_num_threads(void) { return wanted_here(); }
+
+int core_threads_in_use(void) { return omp_get_max_threads(); }
+
+int core_threads_for(int wanted_n, int cores, int others) {
+  int n = cores - (others > 0 ? others : 0);
+  if (n > wanted_n) n = wanted_n;
+  return n < 1 ? 1 : n;
+}
+
+bool core_threads_set_adaptive(bool on) {
+  int old = atomic_exchange(&adapt, on ? 1 : 0);
+  if (!on && wanted && applied != wanted) omp_set_num_threads(applied = wanted);
+  next_check_ms = 0;
+  return old != 0;
+}
+
+/* The runnable tasks of other processes: /proc/loadavg's "R/T" less this
+ * process's tasks in state R. -1 if /proc cannot say. */
+static int others_runnable(void) {
+  char buf[256];
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f) return -1;
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  int running = 0;
+  if (sscanf(buf, "%*s %*s %*s %d/", &running) != 1) return -1;
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  int ours = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[300], st[512];
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", e->d_name);
+    FILE *t = fopen(path, "r");
+    if (!t) continue;
+    size_t n = fread(st, 1, sizeof st - 1, t);
+    fclose(t);
+    st[n] = 0;
+    char *p = strrchr(st, ')'); /* the name may hold spaces and ')' */
+    if (p && p[1] == ' ' && p[2] == 'R') ours++;
+  }
+  closedir(d);
+  return running > ours ? running - ours : 0;
+}
+
+void core_threads_adapt(void) {
+  if (adapt < 0) {
+    const char *v = getenv("KILN_ADAPT_THREADS");
+    int on = !(v && !strcmp(v, "0"));
+    int expected = -1;
+    atomic_compare_exchange_strong(&adapt, &expected, on);
+  }
+  if (!adapt) return;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  long long now = (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  if (now < next_check_ms) return;
+  next_check_ms = now + 20;
+  if (omp_in_parallel()) return; /* a nested call: the region's count is set */
+  int w = wanted_here();
+  if (w <= 1) return;
+  int others = others_runnable();
+  if (others < 0) return;
+  int n = core_threads_for(w, core_available_cores(), others);
+  if (n != applied) omp_set_num_threads(applied = n);
+}
 
 /* KILN_NUM_THREADS, the cap: at load time, for the main thread. */
 __attribute__((constructor)) static void threads_ctor(void) {
@@ -126,5 +224,6 @@ __attribute__((constructor)) static void threads_ctor(void) {
   int n = v && *v ? atoi(v) : 0;
   if (n < 1) n = omp_get_max_threads();
   int max = core_available_cores();
-  omp_set_num_threads(n < max ? n : max);
+  wanted = applied = n < max ? n : max;
+  omp_set_num_threads(wanted);
 }

@@ -8,7 +8,7 @@
 #include <sys/auxv.h>
 #include <unistd.h>
 
-#define KILN_SPINCOUNT "100"
+#define KILN_SPINCOUNT "30000" /* Note [Busy cores] in threads.c */
 
 /* ---- the wait policy: a re-exec before anything runs ---------------------- */
 static bool env_has(char **envp, const char *prefix) {

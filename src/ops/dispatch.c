@@ -151,6 +151,7 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
       }
     }
   }
+  core_threads_adapt(); /* Note [Busy cores] */
   rc = info->cpu(args, n_args, outs, n);
   if (rc < 0) goto fail;
 record:
@@ -228,6 +229,7 @@ int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
   if (n != 1 || m.dtype != out->dtype || m.ndim != out->ndim ||
       memcmp(m.shape, out->shape, (size_t)m.ndim * sizeof *m.shape) || !core_is_contiguous(out))
     return core_error(KILN_ERR_INVALID, "%s: the result does not fit the given tensor", info->name);
+  core_threads_adapt(); /* Note [Busy cores] */
   int rc = ew ? op_ew_run(op, args, n_args, out) : info->cpu(args, n_args, &out, 1);
   if (rc == 0) core_bump_version(out);
   return rc;

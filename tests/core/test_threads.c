@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -102,6 +103,7 @@ static int busy_threads(kiln_tensor *a, kiln_tensor *b) {
 
 TEST(threads_set_num_threads_honoured) {
   kiln_scope_begin();
+  bool adaptive = core_threads_set_adaptive(false); /* other jobs must not lower it */
   int saved = kiln_get_num_threads(), max = core_available_cores();
   kiln_tensor *a = kiln_full(1, (int64_t[]){1 << 20}, 1.5, KILN_DTYPE_F32);
   kiln_tensor *b = kiln_full(1, (int64_t[]){1 << 20}, 2.0, KILN_DTYPE_F32);
@@ -119,6 +121,54 @@ TEST(threads_set_num_threads_honoured) {
     test_note("one core available: only the one-thread case runs");
   }
   kiln_set_num_threads(saved);
+  core_threads_set_adaptive(adaptive);
+  kiln_scope_end();
+}
+
+/* Note [Busy cores]: beside as many spinning processes as there are cores,
+ * kiln's regions run on the calling thread alone (its workers do no work),
+ * while kiln_get_num_threads keeps the count asked for; with the
+ * adaptation off the count asked for is used again. */
+TEST(threads_busy_cores_are_left_to_other_processes) {
+  CHECK_EQ_INT(core_threads_for(2, 2, 0), 2);
+  CHECK_EQ_INT(core_threads_for(2, 2, 1), 1);
+  CHECK_EQ_INT(core_threads_for(2, 2, 5), 1);
+  CHECK_EQ_INT(core_threads_for(8, 16, 3), 8);
+  CHECK_EQ_INT(core_threads_for(16, 16, 3), 13);
+  CHECK_EQ_INT(core_threads_for(1, 4, 0), 1);
+  int max = core_available_cores();
+  if (max < 2) {
+    test_note("one core available: only the arithmetic runs");
+    return;
+  }
+  kiln_scope_begin();
+  bool adaptive = core_threads_set_adaptive(true);
+  int saved = kiln_get_num_threads();
+  kiln_tensor *a = kiln_full(1, (int64_t[]){1 << 20}, 1.5, KILN_DTYPE_F32);
+  kiln_tensor *b = kiln_full(1, (int64_t[]){1 << 20}, 2.0, KILN_DTYPE_F32);
+  pid_t kids[64];
+  int n_kids = 0;
+  for (int i = 0; i < max && i < 64; i++) {
+    pid_t p = fork();
+    if (p == 0) {
+      for (volatile unsigned long x = 0;; x++) {
+      }
+    }
+    if (p > 0) kids[n_kids++] = p;
+  }
+  struct timespec start = {0, 100 * 1000 * 1000};
+  nanosleep(&start, NULL);
+  CHECK(kiln_set_num_threads(max) == KILN_OK); /* looks at the machine at the next op */
+  CHECK(region(a, b));
+  CHECK_EQ_INT(core_threads_in_use(), 1);
+  CHECK_EQ_INT(kiln_get_num_threads(), max);
+  CHECK_EQ_INT(busy_threads(a, b), 1);
+  for (int i = 0; i < n_kids; i++) kill(kids[i], SIGKILL);
+  for (int i = 0; i < n_kids; i++) waitpid(kids[i], NULL, 0);
+  core_threads_set_adaptive(false);
+  CHECK_EQ_INT(core_threads_in_use(), max);
+  kiln_set_num_threads(saved);
+  core_threads_set_adaptive(adaptive);
   kiln_scope_end();
 }
 
