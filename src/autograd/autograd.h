@@ -54,7 +54,7 @@ struct ag_node {
   int n_args;
   ag_saved *saved;
   int n_saved;
-  ag_saved *saved_outs;  /* when OPF_SAVE_OUT */
+  ag_saved *saved_outs;  /* when OPF_SAVE_OUT (or _AUX_OUTS: [0] unused) */
   bool freed;            /* saved state dropped after a backward */
   /* AccumulateGrad */
   kiln_tensor *leaf;     /* owned */

@@ -424,6 +424,7 @@ int ag_op_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *needs,
   for (int i = 0; i < n->n_inputs; i++) {
     outs[i] = NULL;
     if (!n->saved_outs) continue;
+    if (i == 0 && (info->flags & OPF_SAVE_AUX_OUTS)) continue; /* not saved */
     kiln_tensor *o = ag_unpack(n, &n->saved_outs[i], i);
     if (!o) {
       rc = KILN_ERR_STATE;

@@ -292,10 +292,10 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
   }
   n->n_saved = n_saved;
   for (int i = 0; i < n_outs; i++) op_meta_of(outs[i], &n->in_meta[i]);
-  if (info->flags & OPF_SAVE_OUT) {
+  if (info->flags & (OPF_SAVE_OUT | OPF_SAVE_AUX_OUTS)) {
     n->saved_outs = core_calloc((size_t)n_outs, sizeof *n->saved_outs);
     if (!n->saved_outs) goto oom;
-    for (int i = 0; i < n_outs; i++) {
+    for (int i = (info->flags & OPF_SAVE_OUT) ? 0 : 1; i < n_outs; i++) {
       n->saved_outs[i].t = core_alias(outs[i], true);
       if (!n->saved_outs[i].t) goto oom;
       n->saved_outs[i].version = outs[i]->storage ? outs[i]->storage->version : 0;

@@ -1,7 +1,9 @@
 /* src/ops/batch_norm.c: aten::batch_norm, training mode (batch statistics,
  * running statistics updated in place) and eval mode (running statistics).
  * It decomposes into ops of the table, so its derivative is theirs and it
- * runs unchanged on lazy tensors; the running statistics are updated with
+ * runs unchanged on lazy tensors: in training mode on Float/Double the
+ * fused kernel _native_batch_norm_legit (batch_norm_kernel.c), else
+ * elementwise ops and reductions; the running statistics are updated with
  * in-place ops outside autograd, as PyTorch does.
  *
  * Note [Batch norm]: for input x [N, C, ...] and each channel c,
@@ -36,7 +38,36 @@ static int update(kiln_tensor *running, kiln_tensor *v, double m) {
   return rc;
 }
 
-int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+/* Training mode through the fused kernel (Note [Fused norms] in
+ * layer_norm_kernel.c) when the dtypes fit it: res = (y, batch mean, batch
+ * rstd), then the running statistics updated. The running variance is
+ * the unbiased variance recovered from rstd in double, (rstd^-2 - eps) *
+ * count / (count - 1): rstd has the input's precision, so the recovered
+ * variance has relative error ~1e-7 * (1 + eps / var) in float32, the
+ * running statistics' own rounding for any variance not far below eps.
+ * 1 (res untouched) when the kernel does not apply. */
+static int train_fused(const op_val *a, kiln_tensor *x, kiln_tensor *w, kiln_tensor *b,
+                       kiln_tensor *rm, kiln_tensor *rv, double momentum, double eps,
+                       int64_t count, kiln_tensor *res[3]) {
+  if ((x->dtype != KILN_DTYPE_F32 && x->dtype != KILN_DTYPE_F64) || (w && w->dtype != x->dtype) ||
+      (b && b->dtype != x->dtype))
+    return 1;
+  int n = op_call(KILN_OP_NATIVE_BATCH_NORM_LEGIT,
+                  (op_val[]){a[0], OPV_T(w), OPV_T(b), OPV_B(true), OPV_F(momentum), OPV_F(eps)},
+                  6, res, 3);
+  if (n < 0) return n;
+  if (rm && update(rm, res[1], momentum) < 0) return -1;
+  if (rv) {
+    kiln_tensor *r = kiln_to_dtype(kiln_detach(res[2]), KILN_DTYPE_F64);
+    kiln_tensor *v = r ? kiln_mul_scalar(kiln_sub_scalar(kiln_pow_scalar(r, -2.0), eps),
+                                         (double)count / (double)(count - 1))
+                       : NULL;
+    if (!v || update(rv, v, momentum) < 0) return -1;
+  }
+  return 0;
+}
+
+int op_batch_norm_impl(const op_val *a, kiln_tensor *res[3]) {
   char d[64];
   const char *fn = "aten::batch_norm";
   kiln_tensor *x;
@@ -71,6 +102,8 @@ int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
       return core_error(KILN_ERR_INVALID,
                         "%s: expected more than 1 value per channel when training, got input "
                         "of shape %s", fn, op_val_desc(&a[0], d, sizeof d));
+    int rc = train_fused(a, x, w, b, rm, rv, momentum, eps, count, res);
+    if (rc <= 0) return rc;
     mean = kiln_mean(x, dims, nd, true);
     xc = kiln_sub(x, mean);
     var = kiln_mean(kiln_mul(xc, xc), dims, nd, true);
@@ -89,7 +122,16 @@ int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   if (w) y = kiln_mul(y, op_per_channel(w, x->ndim, c));
   if (b) y = kiln_add(y, op_per_channel(b, x->ndim, c));
   if (!y) return -1;
-  if (max < 1) return core_error(KILN_ERR_INVALID, "%s: no room for the result", fn);
-  outs[0] = y;
+  res[0] = y;
+  res[1] = res[2] = NULL;
+  return 0;
+}
+
+int op_batch_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
+  kiln_tensor *res[3];
+  int rc = op_batch_norm_impl(a, res);
+  if (rc < 0) return rc;
+  if (max < 1) return core_error(KILN_ERR_INVALID, "aten::batch_norm: no room for the result");
+  outs[0] = res[0];
   return 1;
 }

@@ -192,7 +192,8 @@ int op_prelu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 
 /* ---- normalisation -------------------------------------------------------- */
 /* layer_norm over the trailing dims normalized_shape: (x - mean) /
- * sqrt(var + eps) * weight + bias (biased variance). */
+ * sqrt(var + eps) * weight + bias (biased variance); Float/Double through
+ * native_layer_norm's kernel, other dtype mixes by the table's ops. */
 int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::layer_norm";
   kiln_tensor *x;
@@ -217,6 +218,14 @@ int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
                         w == 2 ? "weight" : "bias", core_shape_str(k, ns, s, sizeof s),
                         core_tensor_desc(a[w].t, d, sizeof d));
   double eps = a[4].tag == OP_VAL_NONE ? 1e-5 : op_val_num(&a[4]);
+  bool fused = x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F64;
+  for (int w = 2; w <= 3; w++) fused = fused && (a[w].tag != OP_VAL_TENSOR || a[w].t->dtype == x->dtype);
+  if (fused) { /* the kernel (layer_norm_kernel.c) */
+    kiln_tensor *r[3];
+    rc = op_call(KILN_OP_NATIVE_LAYER_NORM, (op_val[]){a[0], OPV_INTS(ns, k), a[2], a[3], OPV_F(eps)},
+                 5, r, 3);
+    return rc < 0 ? rc : op_out1(r[0], outs);
+  }
   int64_t dims[KILN_MAX_DIMS];
   for (int i = 0; i < k; i++) dims[i] = x->ndim - k + i;
   kiln_tensor *y;
@@ -259,10 +268,20 @@ int op_group_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
   double eps = a[4].tag == OP_VAL_NONE ? 1e-5 : op_val_num(&a[4]);
   int64_t gshape[3] = {N, G, -1}, dim2 = 2;
   if (N == 0 || core_numel(x->ndim, x->shape) == 0) return op_out1(kiln_mul_scalar(x, 1.0), outs);
-  kiln_tensor *xg = kiln_reshape(x, 3, gshape);
-  kiln_tensor *mu = kiln_mean(xg, &dim2, 1, true);
-  kiln_tensor *var = kiln_var(xg, &dim2, 1, 0, true);
-  kiln_tensor *y = kiln_mul(kiln_sub(xg, mu), kiln_rsqrt(kiln_add_scalar(var, eps)));
+  kiln_tensor *xg = kiln_reshape(x, 3, gshape), *y;
+  if (xg && (x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F64)) {
+    /* each group a row of layer norm's kernel (layer_norm_kernel.c) */
+    kiln_tensor *r[3];
+    if ((rc = op_call(KILN_OP_NATIVE_LAYER_NORM, (op_val[]){OPV_T(xg), OPV_INTS(&xg->shape[2], 1),
+                                                            OPV_NONE, OPV_NONE, OPV_F(eps)},
+                      5, r, 3)) < 0)
+      return rc;
+    y = r[0];
+  } else {
+    kiln_tensor *mu = kiln_mean(xg, &dim2, 1, true);
+    kiln_tensor *var = kiln_var(xg, &dim2, 1, 0, true);
+    y = kiln_mul(kiln_sub(xg, mu), kiln_rsqrt(kiln_add_scalar(var, eps)));
+  }
   y = y ? kiln_reshape(y, x->ndim, x->shape) : NULL;
   int64_t cs[KILN_MAX_DIMS];
   for (int i = 0; i < x->ndim - 1; i++) cs[i] = i == 0 ? C : 1;

@@ -152,6 +152,10 @@ enum {
                                          saved result] in inplace.c */
   OPF_EXT_DTYPES = 1 << 19, /* not elementwise, a view or in-place, yet takes the
                                extended dtypes (Note [Extended dtypes] in dtype_gate.c) */
+  OPF_SAVE_AUX_OUTS = 1 << 20, /* the formula reads the outputs after the first (a
+                                  norm's statistics), not the first: autograd saves
+                                  those only, so the result may be written in place
+                                  (batch_norm -> relu_), as PyTorch's norms */
 };
 
 typedef int (*op_infer_fn)(const op_val *args, int n_args, op_meta *outs,
@@ -350,6 +354,10 @@ static inline kiln_tensor *op_opt_tensor(const op_val *v) {
 /* t [C] viewed as [1, C, 1, ...] for an input of ndim dims (batch_norm.c);
  * in the caller's scope, NULL with the error set on failure. */
 kiln_tensor *op_per_channel(kiln_tensor *t, int ndim, int64_t c);
+/* aten::batch_norm on its 9 arguments a (batch_norm.c): res[0] the result;
+ * res[1], res[2] the batch mean and rstd [C] when training ran the fused
+ * kernel, else NULL. In the caller's scope; < 0 with the error set. */
+int op_batch_norm_impl(const op_val *a, kiln_tensor *res[3]);
 /* A loss reduced as at::Reduction r says (0 none, 1 mean, 2 sum;
  * loss_extra.c); l itself for none, NULL with "fn: ..." for another value. */
 kiln_tensor *op_loss_reduce(const char *fn, kiln_tensor *l, const op_val *r);
