@@ -16,7 +16,8 @@ from . import _lib
 from .errors import (KilnError, InvalidArgumentError, OutOfMemoryError, KilnIOError,
                      FormatError, StateError, UnsupportedError)
 from .tensor import (Tensor, tensor, as_tensor, from_numpy, zeros, ones, empty, full, arange,
-                     rand, randn, manual_seed, float32, float64, int64, bool_, dtypes)
+                     rand, randn, manual_seed, float32, float64, int64, bool_, int32, int16,
+                     int8, uint8, float16, bfloat16, dtypes)
 from .autograd import no_grad, enable_grad, is_grad_enabled, set_detect_anomaly
 from .functional import *  # noqa: F401,F403
 from . import functional, jit, lazy, nn  # noqa: F401

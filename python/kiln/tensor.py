@@ -18,14 +18,28 @@ from . import _lib
 from ._lib import lib, check, ptr
 
 float32, float64, int64, bool_ = "float32", "float64", "int64", "bool"
-_CODES = {float32: 0, float64: 1, int64: 2, bool_: 3}
-_NAMES = {v: k for k, v in _CODES.items()}
-_NP = {0: np.dtype("<f4"), 1: np.dtype("<f8"), 2: np.dtype("<i8"), 3: np.dtype("?")}
-_FROM_NP = {np.dtype("float32"): 0, np.dtype("float64"): 1, np.dtype("int64"): 2,
-            np.dtype("bool"): 3}
-# numpy dtypes kiln lacks, converted (copied) on the way in.
-_WIDEN = {"i": np.int64, "u": np.int64, "f": np.float32}
-dtypes = (float32, float64, int64, bool_)
+int32, int16, int8, uint8 = "int32", "int16", "int8", "uint8"
+float16, bfloat16 = "float16", "bfloat16"
+# in kiln_dtype order (include/kiln.h), named as torch names them
+dtypes = (float32, float64, int64, bool_, int32, int16, int8, uint8, float16, bfloat16)
+_CODES = {d: i for i, d in enumerate(dtypes)}
+_CODES.update({"half": 8, "float": 0, "double": 1, "long": 2, "int": 4, "short": 5})
+_NAMES = dict(enumerate(dtypes))
+# numpy's types of kiln's dtypes; numpy has no bfloat16 (as torch, .numpy() refuses it)
+_NP = {0: np.dtype("<f4"), 1: np.dtype("<f8"), 2: np.dtype("<i8"), 3: np.dtype("?"),
+       4: np.dtype("<i4"), 5: np.dtype("<i2"), 6: np.dtype("i1"), 7: np.dtype("u1"),
+       8: np.dtype("<f2")}
+_FROM_NP = {np.dtype(v.name): k for k, v in _NP.items()}
+# numpy dtypes kiln lacks (uint16, uint32, uint64, float128), converted (copied) on the way in.
+_WIDEN = {"i": np.int64, "u": np.int64, "f": np.float64}
+_INTS = (int32, int16, int8, uint8)
+
+
+def _np_of(code):
+    if code not in _NP:
+        raise TypeError("kiln: numpy has no %s; convert first, e.g. t.to(kiln.float32).numpy()"
+                        % _NAMES[code])
+    return _NP[code]
 
 
 def _code(dtype):
@@ -36,7 +50,7 @@ def _code(dtype):
     d = np.dtype(dtype)
     if d in _FROM_NP:
         return _FROM_NP[d]
-    raise TypeError("kiln has no dtype %r (it has float32, float64, int64, bool)" % (dtype,))
+    raise TypeError("kiln has no dtype %r (it has %s)" % (dtype, ", ".join(dtypes)))
 
 
 # Arrays whose memory a Tensor shares, kept alive until kiln releases it.
@@ -97,7 +111,8 @@ class Tensor:
 
     @property
     def dtype(self):
-        """"float32", "float64", "int64" or "bool"."""
+        """The dtype's name, as torch's: "float32", "float64", "int64", "bool", "int32",
+        "int16", "int8", "uint8", "float16" or "bfloat16" (also kiln.float16 etc.)."""
         return _NAMES[lib.kiln_tensor_dtype(self._h)]
 
     def is_contiguous(self):
@@ -118,12 +133,12 @@ class Tensor:
         if self.is_lazy:
             # numpy then takes __array__ (a synced copy that keeps itself alive)
             raise AttributeError("lazy tensors have no CPU memory to share")
-        item = _NP[lib.kiln_tensor_dtype(self._h)].itemsize
+        item = _np_of(lib.kiln_tensor_dtype(self._h)).itemsize
         data = lib.kiln_tensor_data(self._h)
         if not data and self.numel() == 0:
             data = 0
         return {"version": 3, "shape": self.shape,
-                "typestr": _NP[lib.kiln_tensor_dtype(self._h)].str,
+                "typestr": _np_of(lib.kiln_tensor_dtype(self._h)).str,
                 "data": (data or 0, False),
                 "strides": tuple(s * item for s in self.stride())}
 
@@ -139,6 +154,8 @@ class Tensor:
         return a if dtype is None else a.astype(dtype)
 
     def tolist(self):
+        if self.dtype == bfloat16:
+            return self.to(float32).numpy().tolist()  # bfloat16 -> float32 is exact
         return self.numpy().tolist()
 
     def item(self):
@@ -150,6 +167,8 @@ class Tensor:
             return int(self.numpy().reshape(()))  # exact beyond 2^53
         if d == bool_:
             return bool(v.value)
+        if d in _INTS:
+            return int(v.value)  # exact: 32 bits at most
         return v.value
 
     def __float__(self):
@@ -168,7 +187,8 @@ class Tensor:
         if self.requires_grad:
             fn = self.grad_fn
             extra += ", grad_fn=<%s>" % fn if fn else ", requires_grad=True"
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        shown = self.to(float32) if self.dtype == bfloat16 else self
+        body = np.array2string(shown.numpy(), separator=", ", prefix="tensor(")
         return "tensor(%s, dtype=%s%s)" % (body, self.dtype, extra)
 
     # ---- devices and copies ------------------------------------------
@@ -531,9 +551,10 @@ def as_tensor(x, dtype=None):
 
 def from_numpy(a):
     """A Tensor over a's memory (shared: writes show on both sides) when a
-    is writeable, of a kiln dtype (float32, float64, int64, bool) and has
-    non-negative strides that are multiples of its element size; otherwise
-    a copy (other integer dtypes become int64, float16 float32)."""
+    is writeable, of a kiln dtype (float32, float64, int64, bool, int32,
+    int16, int8, uint8, float16) and has non-negative strides that are
+    multiples of its element size; otherwise a copy (uint16, uint32 and
+    uint64 become int64, other floats float64)."""
     a = np.asarray(a)
     code = _FROM_NP.get(a.dtype)
     item = a.dtype.itemsize
@@ -555,7 +576,7 @@ def from_numpy(a):
 
 def _copy_from_numpy(a, dtype=None):
     if dtype is not None:
-        a = a.astype(_NP[_code(dtype)], copy=False)
+        a = a.astype(_np_of(_code(dtype)), copy=False)
     elif a.dtype not in _FROM_NP:
         widen = _WIDEN.get(a.dtype.kind)
         if widen is None:

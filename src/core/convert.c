@@ -65,6 +65,16 @@ static const run_fn runs[KILN_DTYPE_COUNT][KILN_DTYPE_COUNT] = {EACH_DTYPE(ROW, 
 
 void core_convert_run(void *dst, kiln_dtype dd, const void *src, kiln_dtype sd, int64_t stride,
                       int64_t n) {
+  if (stride == 1 && core_cpu_level() >= CORE_CPU_AVX2) { /* Note [F16C] in half_f16c.c */
+    if (sd == KILN_DTYPE_F32 && dd == KILN_DTYPE_F16) {
+      core_f16c_from_f32(dst, src, n);
+      return;
+    }
+    if (sd == KILN_DTYPE_F16 && dd == KILN_DTYPE_F32) {
+      core_f16c_to_f32(dst, src, n);
+      return;
+    }
+  }
   runs[sd][dd](dst, src, stride, n);
 }
 

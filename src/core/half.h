@@ -67,4 +67,10 @@ static inline uint16_t core_f32_to_bf16(float f) {
 
 static inline float core_bf16_to_f32(uint16_t b) { return core_f32_from_bits((uint32_t)b << 16); }
 
+/* n contiguous conversions with F16C (half_f16c.c, Note [F16C]): only at
+ * the avx2 or avx512 CPU level (core_cpu_level()); bit-identical to the
+ * scalar ones above. Never fail. */
+void core_f16c_from_f32(uint16_t *dst, const float *src, int64_t n);
+void core_f16c_to_f32(float *dst, const uint16_t *src, int64_t n);
+
 #endif

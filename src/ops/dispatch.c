@@ -93,7 +93,8 @@ int op_infer_outs(int op, const op_val *args, int n_args, int max_outs, op_out_m
     if (!v) return KILN_ERR_NOMEM;
     m->v = v;
   }
-  int n = info->infer(args, n_args, m->v, cap);
+  int n = op_widens(op, args, n_args) ? op_widen_infer(op, args, n_args, m->v, cap)
+                                      : info->infer(args, n_args, m->v, cap);
   if (n > max_outs)
     return core_error(KILN_ERR_INVALID, "%s: produces %d outputs, room for %d", info->name, n,
                       max_outs);
@@ -127,6 +128,7 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
   if (info->flags & OPF_DECOMPOSES) {
     if (!info->decompose)
       return core_error(KILN_ERR_UNSUPPORTED, "%s: not implemented", info->name);
+    if (op_widens(op, args, n_args)) return op_widen_decompose(op, args, n_args, outs, max_outs);
     return info->decompose(args, n_args, outs, max_outs);
   }
   if (!info->infer || !info->cpu)
@@ -135,6 +137,11 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
     /* Lazy: record a node; the outputs are data-less LAZY tensors. */
     n = op_lazy_hook(op, args, n_args, outs, max_outs);
     if (n < 0) return n;
+    rc = 0;
+    goto record;
+  }
+  if (op_widens(op, args, n_args)) { /* Note [Widening] in widen.c */
+    if ((n = op_widen_run(op, args, n_args, outs, max_outs)) < 0) return n;
     rc = 0;
     goto record;
   }
@@ -215,7 +222,10 @@ int op_call_into(int op, const op_val *args, int n_args, kiln_tensor *out) {
   bool ew = info->flags & OPF_ELEMENTWISE, self_out = info->flags & OPF_SELF_OUT;
   if (!(ew || self_out) || n_args != info->n_args)
     return core_error(KILN_ERR_INVALID, "%s: cannot write into a given tensor", info->name);
-  if (op_dtype_gate(op, args, n_args) < 0) return KILN_ERR_UNSUPPORTED; /* addmm into Half */
+  if (op_dtype_gate(op, args, n_args) < 0) return KILN_ERR_UNSUPPORTED;
+  if (op_widens(op, args, n_args)) /* addmm into Half: its kernel has no Half */
+    return core_error(KILN_ERR_UNSUPPORTED, "%s: cannot write a %s result in place", info->name,
+                      kiln_dtype_name(out->dtype));
   if (self_out) {
     /* out is self, and no other argument reads its memory while it is written */
     bool ok = n_args > 0 && args[0].tag == OP_VAL_TENSOR && args[0].t == out;

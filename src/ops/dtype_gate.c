@@ -11,8 +11,10 @@
  * no kernel for the compute dtype refuses there), views (metadata only),
  * in-place forms (their functional op is checked when it runs), and the
  * copies, factories and reductions flagged OPF_EXT_DTYPES in ops.def. Any
- * other op given a tensor or a ScalarType of one of them fails with "<op>:
- * not implemented for dtype <name>" instead of reading the bytes as another
+ * other op runs widened when its NARROW row in ops.def takes the dtype
+ * (Note [Widening] in widen.c); given a tensor of a dtype it does not take,
+ * or any op a ScalarType of one of them, it fails with "<op>: not
+ * implemented for dtype <name>" instead of reading the bytes as another
  * type. The fused executor runs a group with such an input unfused. */
 static bool takes_extended(int op) {
   /* the copies, factories and reductions that handle them are flagged
@@ -30,11 +32,13 @@ int op_dtype_gate(int op, const op_val *args, int n_args) {
   if (takes_extended(op)) return 0;
   for (int i = 0; i < n_args; i++) {
     const op_val *v = &args[i];
-    if (v->tag == OP_VAL_TENSOR && v->t && core_dtype_is_extended(v->t->dtype))
+    if (v->tag == OP_VAL_TENSOR && v->t && core_dtype_is_extended(v->t->dtype) &&
+        !op_widen_takes(op, v->t->dtype))
       return refuse(op, v->t->dtype);
     if (v->tag == OP_VAL_TENSORS)
       for (int k = 0; k < v->ts.n; k++)
-        if (v->ts.v[k] && core_dtype_is_extended(v->ts.v[k]->dtype))
+        if (v->ts.v[k] && core_dtype_is_extended(v->ts.v[k]->dtype) &&
+            !op_widen_takes(op, v->ts.v[k]->dtype))
           return refuse(op, v->ts.v[k]->dtype);
     if (v->tag == OP_VAL_INT && !strncmp(op_arg_type(op, i), "ScalarType", 10)) {
       kiln_dtype dt;

@@ -389,6 +389,24 @@ int op_dtype_code(kiln_dtype dt);
  * for dtype <name>" when one is an extended dtype it does not handle
  * (Note [Extended dtypes], dtype_gate.c). */
 int op_dtype_gate(int op, const op_val *args, int n_args);
+/* Widening (Note [Widening], widen.c): the NARROW rules of ops.def. */
+enum { NW_HALF = 1, NW_INT = 2, NW_INT_LONG = 4, NW_SAME = 8 };
+/* op's NW_* rule (0: none). */
+unsigned op_narrow_rule(int op);
+/* Whether op's rule takes the narrow dtype dt. */
+bool op_widen_takes(int op, kiln_dtype dt);
+/* Whether op runs widened: it has a rule and a narrow tensor argument. */
+bool op_widens(int op, const op_val *args, int n_args);
+/* op's infer on wide stand-ins, the results' dtypes narrowed by its rule;
+ * returns the number of results or < 0 (error set). */
+int op_widen_infer(int op, const op_val *args, int n_args, op_meta *outs, int max_outs);
+/* op's kernel on wide copies of the CPU arguments; fills outs with new
+ * tensors of the narrowed dtypes (owned by the caller, not yet in a
+ * scope). Returns their number, or < 0 (error set) with none made. */
+int op_widen_run(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
+/* op's decomposition on `to` copies, results cast back (as a decompose
+ * function: results in the scope); the number of results or < 0. */
+int op_widen_decompose(int op, const op_val *args, int n_args, kiln_tensor **outs, int max_outs);
 
 /* C[M, N] = alpha * op(A) @ op(B) + beta * C, row-major, float32/64, with
  * the threading of Note [BLAS threads] (gemm.c). */
