@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "conv.h"
+#include "conv_dw.h"
 
 /* ---- shared argument parsing ----------------------------------------------- */
 
@@ -177,6 +178,11 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
+  if (op_conv_dw_applies(&g)) { /* Note [Depthwise kernels] in conv_depthwise.c */
+    rc = op_conv_dw_forward(x->dtype, &g, core_data(x), core_data(w), b ? core_data(b) : NULL,
+                            core_data(o[0]));
+    goto done;
+  }
   /* Note [Conv batching] in conv_gemm.c */
   rc = op_conv_forward(x->dtype, &g, core_data(x), core_data(w), b ? core_data(b) : NULL,
                        core_data(o[0]));
@@ -278,6 +284,11 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
     goto done;
   }
   const char *god = core_data(go), *xd = core_data(x), *wd = core_data(w);
+  if (op_conv_dw_applies(&g)) { /* Note [Depthwise kernels] in conv_depthwise.c */
+    rc = op_conv_dw_backward(dt, &g, mask, xd, wd, god, core_data(o[0]), core_data(o[1]),
+                             core_data(o[2]));
+    goto done;
+  }
   if (mask[2]) { /* gb[o] = sum over samples and positions */
     for (int64_t i = 0; i < g.N; i++)
       for (int64_t c = 0; c < g.O; c++) {

@@ -174,6 +174,25 @@ static void pack_a_block(float *dst, bool ta, const float *A, int64_t lda, int64
   }
 }
 
+/* C[mr x nr] (masked by m0, m1) = alpha * acc + beta * D (row i of D at
+ * d + i * ldd; d may be c). */
+static inline void store_tile(__m512 acc[MR][2], const float *d, int64_t ldd, float *c,
+                              int64_t ldc, int mr, __mmask16 m0, __mmask16 m1, float alpha,
+                              float beta) {
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int i = 0; i < mr; i++) {
+    float *ci = c + i * ldc;
+    const float *di = d + i * ldd;
+    __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
+    if (beta != 0.0f) {
+      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, di), r0);
+      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, di + 16), r1);
+    }
+    _mm512_mask_storeu_ps(ci, m0, r0);
+    _mm512_mask_storeu_ps(ci + 16, m1, r1);
+  }
+}
+
 /* C[mr x nr] (masked by m0, m1) = alpha * Apanel . Bpanel + beta * D
  * (row i of D at d + i * ldd; d may be c). */
 static void micro(int64_t kc, const float *a, const float *b, const float *d, int64_t ldd,
@@ -192,18 +211,42 @@ static void micro(int64_t kc, const float *a, const float *b, const float *d, in
     a += MR;
     b += NR;
   }
-  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (int i = 0; i < mr; i++) {
-    float *ci = c + i * ldc;
-    const float *di = d + i * ldd;
-    __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
-    if (beta != 0.0f) {
-      r0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, di), r0);
-      r1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, di + 16), r1);
-    }
-    _mm512_mask_storeu_ps(ci, m0, r0);
-    _mm512_mask_storeu_ps(ci + 16, m1, r1);
+  store_tile(acc, d, ldd, c, ldc, mr, m0, m1, alpha, beta);
+}
+
+/* Note [Direct A panels]: a row-major op(A) (k along memory) must be
+ * transposed to be packed, about 0.4 cycles a float, and the packed block
+ * pays off only over the column panels that reuse it. Attention's
+ * products p @ v and ds @ k ([128, 128] @ [128, 32]: one 32-wide panel)
+ * spent as long packing A as multiplying. With few column panels (or a
+ * short K slice) the full MR-row panels are read where A lies: per k, one
+ * broadcast from each of the 12 rows (the same loads as from a packed
+ * panel; the rows' cache lines serve 16 consecutive k). A last partial
+ * panel is still packed (its zero rows). Same sums in the same order as
+ * micro, so the results are identical to the packed path's. */
+static void micro_direct(int64_t kc, const float *a, int64_t lda, const float *b, const float *d,
+                         int64_t ldd, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1,
+                         float alpha, float beta) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const float *p0 = a, *p1 = a + 3 * lda, *p2 = a + 6 * lda, *p3 = a + 9 * lda;
+  for (int64_t k = 0; k < kc; k++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+#define ROW(i, p, s)                                                     \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(p[(s) * lda]);                            \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+    ROW(0, p0, 0); ROW(1, p0, 1); ROW(2, p0, 2);
+    ROW(3, p1, 0); ROW(4, p1, 1); ROW(5, p1, 2);
+    ROW(6, p2, 0); ROW(7, p2, 1); ROW(8, p2, 2);
+    ROW(9, p3, 0); ROW(10, p3, 1); ROW(11, p3, 2);
+#undef ROW
+    p0++, p1++, p2++, p3++;
+    b += NR;
   }
+  store_tile(acc, d, ldd, c, ldc, MR, m0, m1, alpha, beta);
 }
 
 static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
@@ -227,16 +270,26 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
       float be = pc == 0 ? beta : 1.0f;
       const float *d = pc == 0 ? D : C;
       int64_t ld = pc == 0 ? ldd : ldc;
+      /* Note [Direct A panels] */
+      bool direct = !ta && (nc <= 2 * NR || kc <= 64);
       for (int64_t ic = 0; ic < M; ic += MC) {
-        int64_t mc = M - ic < MC ? M - ic : MC;
+        int64_t mc = M - ic < MC ? M - ic : MC, full = direct ? mc / MR * MR : 0;
         core_poll(); /* Note [Kernel poll] */
-        pack_a_block(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
+        if (mc > full) /* the panels not read directly */
+          pack_a_block(ap, ta, ta ? A + pc * lda + ic : A + (ic + full) * lda + pc, lda,
+                       mc - full, kc);
         for (int64_t j = 0; j < nc; j += NR) {
           __mmask16 m0 = tail_mask(nc - j), m1 = nc - j > 16 ? tail_mask(nc - j - 16) : 0;
-          for (int64_t i = 0; i < mc; i += MR)
-            micro(kc, ap + i * kc, bp + j * kc, d + (ic + i) * ld + jc + j, ld,
-                  C + (ic + i) * ldc + jc + j, ldc, (int)(mc - i < MR ? mc - i : MR), m0, m1,
-                  alpha, be);
+          for (int64_t i = 0; i < mc; i += MR) {
+            const float *di = d + (ic + i) * ld + jc + j;
+            float *ci = C + (ic + i) * ldc + jc + j;
+            if (i < full)
+              micro_direct(kc, A + (ic + i) * lda + pc, lda, bp + j * kc, di, ld, ci, ldc, m0, m1,
+                           alpha, be);
+            else
+              micro(kc, ap + (i - full) * kc, bp + j * kc, di, ld, ci, ldc,
+                    (int)(mc - i < MR ? mc - i : MR), m0, m1, alpha, be);
+          }
         }
       }
     }

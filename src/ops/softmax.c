@@ -220,11 +220,16 @@ int op_softmax_infer(const op_val *a, int n, op_meta *o, int m) {
 int op_softmax_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   return sm_cpu(a, o[0], false);
 }
-/* dx = y * (g - sum(g * y, dim)) */
+/* dx = y * (g - sum(g * y, dim)): one kernel, _softmax_backward_data
+ * (softmax_backward.c), when g has y's dtype */
 int op_softmax_grad(op_grad_ctx *g) {
   kiln_tensor *y = g->outs[0], *go = g->grads[0];
   if (!g->needs[0] || !go) return 0;
   int64_t dim = g->args[1].i;
+  if (go->dtype == y->dtype) {
+    op_val a[4] = {OPV_T(go), OPV_T(y), OPV_I(dim), OPV_I(op_dtype_code(g->args[0].t->dtype))};
+    return op_grad_put(g, 0, op_call1(KILN_OP_SOFTMAX_BACKWARD_DATA, a, 4));
+  }
   kiln_tensor *s = kiln_sum(kiln_mul(go, y), &dim, 1, true);
   g->grad_in[0] = in_dtype(kiln_mul(y, kiln_sub(go, s)), g);
   return g->grad_in[0] ? 0 : -1;

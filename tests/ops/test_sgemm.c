@@ -82,7 +82,10 @@ TEST(sgemm_native_matches_double_loop) {
   static const int64_t shapes[][3] = {{1, 1, 1},     {12, 32, 16},  {13, 33, 17}, {11, 31, 15},
                                       {25, 47, 257}, {150, 70, 40}, {5, 2100, 20}, {40, 16, 600},
                                       {6, 16, 8},    {7, 17, 9},    {5, 15, 7},   {2, 9, 3},
-                                      {18, 8, 513},  {145, 24, 1},   {9, 20, 800}};
+                                      {18, 8, 513},  {145, 24, 1},   {9, 20, 800},
+                                      /* Note [Direct A panels]: attention's shapes, two
+                                       * row blocks of direct panels over two K slices */
+                                      {128, 32, 128}, {128, 128, 32}, {150, 64, 300}};
   static const float ab[][2] = {{1, 0}, {0.75f, 1}, {-1.5f, -0.5f}};
   for (int l = CORE_CPU_AVX2; l <= max; l++) {
     core_cpu_set_level(l);
