@@ -1,6 +1,7 @@
 /* fuzz/fuzz_run.c: libFuzzer target for running graphs. Any input that
  * parses is run through a function three times (profiled, optimized,
- * optimized again) on small random inputs, half of them requiring grad,
+ * optimized again) on small random inputs (of the declared dtype and
+ * shape where the graph gives them, else [2, 3] floats), half requiring grad,
  * with a backward through the first tensor output: every failure must be
  * an error with a message, never a crash, a sanitizer report or a hang.
  * Graphs with loops are skipped (a loop of 10^18 steps is a slow program,
@@ -17,6 +18,29 @@
 #include "fuzz_oom.h"
 
 #define MAX_IN 16
+
+/* A random input for a tensor parameter of type t: the dtype and sizes the
+ * graph declares (`Long(3, 4)`; every size known, at most 4 dims, at most
+ * 256 elements), else a [2, 3] float tensor; even parameters of a float
+ * dtype require grad. */
+static kiln_tensor *make_input(const ir_type *t, kiln_generator *gen, int i) {
+  int64_t shape[4] = {2, 3}, numel = 1;
+  int nd = 2;
+  kiln_dtype dt = t->dtype >= 0 && t->dtype < KILN_DTYPE_COUNT ? (kiln_dtype)t->dtype : KILN_DTYPE_F32;
+  bool known = t->ndim >= 0 && t->ndim <= 4 && (t->ndim == 0 || t->sizes);
+  for (int d = 0; known && d < t->ndim; d++) {
+    known = t->sizes[d] >= 0 && t->sizes[d] <= 256;
+    numel *= known ? t->sizes[d] : 1;
+  }
+  if (known && numel <= 256) {
+    nd = t->ndim;
+    for (int d = 0; d < nd; d++) shape[d] = t->sizes[d];
+  }
+  kiln_tensor *x = kiln_randn(nd, shape, KILN_DTYPE_F32, gen);
+  if (x && dt != KILN_DTYPE_F32) x = kiln_to_dtype(x, dt);
+  if (x && i % 2 == 0 && (dt == KILN_DTYPE_F32 || dt == KILN_DTYPE_F64)) kiln_set_requires_grad(x, true);
+  return x;
+}
 
 static int fuzz_one(const uint8_t *data, size_t size) {
   if (memmem(data, size, "prim::Loop", 10)) return 0;
@@ -39,9 +63,7 @@ static int fuzz_one(const uint8_t *data, size_t size) {
     const ir_type *t = ir_block_param(top, i)->type;
     switch (t->kind) {
     case IR_TYPE_TENSOR: {
-      int64_t shape[2] = {2, 3};
-      kiln_tensor *x = kiln_randn(2, shape, KILN_DTYPE_F32, gen);
-      if (x && i % 2 == 0) kiln_set_requires_grad(x, true);
+      kiln_tensor *x = make_input(t, gen, i);
       in[i] = (kiln_value){.kind = KILN_VALUE_TENSOR, .t = x};
       ok = x != NULL;
       break;
