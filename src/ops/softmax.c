@@ -221,12 +221,14 @@ int op_softmax_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   return sm_cpu(a, o[0], false);
 }
 /* dx = y * (g - sum(g * y, dim)): one kernel, _softmax_backward_data
- * (softmax_backward.c), when g has y's dtype */
+ * (softmax_backward.c), when g has y's dtype and that is one the kernel
+ * computes in (a Half or BFloat16 softmax takes the public ops, which
+ * widen: Note [Widening] in widen.c) */
 int op_softmax_grad(op_grad_ctx *g) {
   kiln_tensor *y = g->outs[0], *go = g->grads[0];
   if (!g->needs[0] || !go) return 0;
   int64_t dim = g->args[1].i;
-  if (go->dtype == y->dtype) {
+  if (go->dtype == y->dtype && !core_dtype_is_extended(y->dtype)) {
     op_val a[4] = {OPV_T(go), OPV_T(y), OPV_I(dim), OPV_I(op_dtype_code(g->args[0].t->dtype))};
     return op_grad_put(g, 0, op_call1(KILN_OP_SOFTMAX_BACKWARD_DATA, a, 4));
   }
