@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "op.h"
+#include "ew.h"
 
 int (*op_autograd_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
                         int n_outs);
@@ -143,6 +143,26 @@ static int call(int op, const op_val *args, int n_args, kiln_tensor **outs, int 
   if (op_widens(op, args, n_args)) { /* Note [Widening] in widen.c */
     if ((n = op_widen_run(op, args, n_args, outs, max_outs)) < 0) return n;
     rc = 0;
+    goto record;
+  }
+  if (info->tiles && !(info->flags & (OPF_VIEW | OPF_ALLOCS))) {
+    /* Note [Eager fast path]: an elementwise op is planned once, for its
+     * output's shape and dtype and for its kernel (op_ew_infer and
+     * op_ew_run would each plan); this is the dispatch-overhead path. */
+    ew_plan p;
+    if (max_outs < 1)
+      return core_error(KILN_ERR_INVALID, "%s: produces 1 outputs, room for %d", info->name,
+                        max_outs);
+    if (op_ew_plan(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+    n = 1;
+    outs[0] = core_tensor_new(p.ndim, p.shape, p.out_dtype);
+    if (!outs[0]) {
+      rc = KILN_ERR_NOMEM;
+      goto fail;
+    }
+    core_threads_adapt(); /* Note [Busy cores] */
+    rc = op_ew_run_plan(op, args, n_args, &p, outs[0]);
+    if (rc < 0) goto fail;
     goto record;
   }
   n = op_infer_outs(op, args, n_args, max_outs, &om);

@@ -51,6 +51,13 @@ static int promote_opt(int a, kiln_dtype b) {
 }
 
 kiln_dtype op_result_type(const op_val *operands, int n) {
+  /* the common case first: tensors of one dtype, none a wrapped number
+   * (every tier then holds that dtype, so it is the result) */
+  bool same = n > 0;
+  for (int i = 0; same && i < n; i++)
+    same = operands[i].tag == OP_VAL_TENSOR && !operands[i].t->wrapped_number &&
+           operands[i].t->dtype == operands[0].t->dtype;
+  if (same) return operands[0].t->dtype;
   int dim_dt = -1, zero_dt = -1, wrapped_dt = -1;
   for (int i = 0; i < n; i++) {
     const op_val *v = &operands[i];
@@ -246,12 +253,67 @@ void op_ew_gather(const ew_operand *o, int ndim, const int64_t *shape, int64_t i
   }
 }
 
+/* The gathering loop's state, shared by its tiles. */
+typedef struct ew_tiles {
+  const op_info *info;
+  const ew_plan *p;
+  const ew_arg *ops;
+  int nd;
+  const int64_t *shape; /* coalesced (Note [Coalescing]) */
+  int64_t numel;
+  char *outp;
+  size_t ces, oes;
+  bool narrow;
+  op_tile_fn tile;
+} ew_tiles;
+
+/* Note [Serial regions]: entering an OpenMP parallel region costs about
+ * 300 ns (libgomp makes and ends a team) even when its if clause is false,
+ * more than a whole one-element add; so a loop too small to split is a
+ * plain loop, not a region with `if (numel >= OP_PARALLEL_MIN)`. */
+static void run_tile(const ew_tiles *w, int64_t tix) {
+  const ew_plan *p = w->p;
+  _Alignas(64) char bufs[EW_MAX_OPERANDS][EW_TILE * 8];
+  const void *in[EW_MAX_OPERANDS];
+  int64_t i0 = tix * EW_TILE, n = w->numel - i0 < EW_TILE ? w->numel - i0 : EW_TILE;
+  for (int i = 0; i < p->nin; i++) {
+    const ew_arg *o = &w->ops[i];
+    if (o->scalar_buf)
+      in[i] = o->scalar_buf;
+    else if (o->o.direct)
+      in[i] = o->o.base + i0 * (int64_t)w->ces;
+    else {
+      op_ew_gather(&o->o, w->nd, w->shape, i0, n, bufs[i], p->compute);
+      if (w->narrow && o->o.dtype != p->result && !(i == 0 && (w->info->flags & OPF_COND_FIRST)))
+        narrow_in_place(bufs[i], p->compute, p->result, n);
+      in[i] = bufs[i];
+    }
+  }
+  char *out = w->outp + i0 * (int64_t)w->oes;
+  if (!w->narrow) {
+    w->tile(out, in, n, &p->attrs);
+    return;
+  }
+  /* the kernel writes its own dtype (bool, or compute); round it back */
+  _Alignas(64) char obuf[EW_TILE * 8];
+  kiln_dtype kd = p->out_dtype == KILN_DTYPE_BOOL ? KILN_DTYPE_BOOL : p->compute;
+  w->tile(kd == p->out_dtype ? (void *)out : (void *)obuf, in, n, &p->attrs);
+  if (kd != p->out_dtype) core_convert_run(out, p->out_dtype, obuf, kd, 1, n);
+}
+
 int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
-  const op_info *info = &op_table[op];
   ew_plan p;
+  if (op_ew_plan(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  return op_ew_run_plan(op, args, n_args, &p, out);
+}
+
+int op_ew_run_plan(int op, const op_val *args, int n_args, const ew_plan *plan,
+                   kiln_tensor *out) {
+  const op_info *info = &op_table[op];
+  ew_plan p = *plan;
   ew_arg ops[EW_MAX_OPERANDS];
   _Alignas(64) char scalar_bufs[EW_MAX_OPERANDS][EW_TILE * 8];
-  if (op_ew_plan(op, args, n_args, &p) < 0) return KILN_ERR_INVALID;
+  (void)n_args;
   KILN_ASSERT(p.nin <= EW_MAX_OPERANDS);
   op_tile_fn tile = info->tiles[p.compute];
   size_t ces = kiln_dtype_size(p.compute);
@@ -267,6 +329,13 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     const op_val *v = &args[i];
     o->scalar_buf = NULL;
     o->o.direct = false;
+    if (numel == 1 && v->tag == OP_VAL_TENSOR && v->t->dtype == p.compute && !narrow &&
+        v->t->storage != out->storage) {
+      /* a one-element output (the eager dispatch-overhead path): its
+       * one-element operands in the compute dtype are read in place */
+      o->scalar_buf = core_data(v->t);
+      continue;
+    }
     if (v->tag != OP_VAL_TENSOR || core_numel(v->t->ndim, v->t->shape) == 1) {
       if (v->tag == OP_VAL_TENSOR) {
         /* exact: read the element in its own dtype, then fill */
@@ -336,35 +405,13 @@ int op_ew_run(int op, const op_val *args, int n_args, kiln_tensor *out) {
     if (merge) shape[nd - 1] *= p.shape[d];
     else shape[nd++] = p.shape[d];
   }
+  ew_tiles w = {info, &p, ops, nd, shape, numel, outp, ces, oes, narrow, tile};
   int64_t n_tiles = (numel + EW_TILE - 1) / EW_TILE;
-#pragma omp parallel for schedule(static) if (numel >= OP_PARALLEL_MIN)
-  for (int64_t tix = 0; tix < n_tiles; tix++) {
-    _Alignas(64) char bufs[EW_MAX_OPERANDS][EW_TILE * 8];
-    const void *in[EW_MAX_OPERANDS];
-    int64_t i0 = tix * EW_TILE, n = numel - i0 < EW_TILE ? numel - i0 : EW_TILE;
-    for (int i = 0; i < p.nin; i++) {
-      const ew_arg *o = &ops[i];
-      if (o->scalar_buf)
-        in[i] = o->scalar_buf;
-      else if (o->o.direct)
-        in[i] = o->o.base + i0 * (int64_t)ces;
-      else {
-        op_ew_gather(&o->o, nd, shape, i0, n, bufs[i], p.compute);
-        if (narrow && o->o.dtype != p.result && !(i == 0 && (info->flags & OPF_COND_FIRST)))
-          narrow_in_place(bufs[i], p.compute, p.result, n);
-        in[i] = bufs[i];
-      }
-    }
-    if (!narrow) {
-      tile(outp + i0 * (int64_t)oes, in, n, &p.attrs);
-      continue;
-    }
-    /* the kernel writes its own dtype (bool, or compute); round it back */
-    _Alignas(64) char obuf[EW_TILE * 8];
-    kiln_dtype kd = p.out_dtype == KILN_DTYPE_BOOL ? KILN_DTYPE_BOOL : p.compute;
-    tile(kd == p.out_dtype ? (void *)(outp + i0 * (int64_t)oes) : (void *)obuf, in, n, &p.attrs);
-    if (kd != p.out_dtype)
-      core_convert_run(outp + i0 * (int64_t)oes, p.out_dtype, obuf, kd, 1, n);
+  if (numel < OP_PARALLEL_MIN) { /* Note [Serial regions] */
+    for (int64_t tix = 0; tix < n_tiles; tix++) run_tile(&w, tix);
+    return 0;
   }
+#pragma omp parallel for schedule(static)
+  for (int64_t tix = 0; tix < n_tiles; tix++) run_tile(&w, tix);
   return 0;
 }

@@ -25,6 +25,11 @@ typedef struct ew_plan {
  * shape, compute and output dtypes, attributes). < 0 with the error set. */
 int op_ew_plan(int op, const op_val *args, int n_args, ew_plan *p);
 
+/* op_ew_run with the plan op_ew_plan gave for these arguments (the eager
+ * dispatcher plans once for the output and the kernel). out is the plan's
+ * shape and dtype, contiguous; 0, or < 0 with the error set. */
+int op_ew_run_plan(int op, const op_val *args, int n_args, const ew_plan *p, kiln_tensor *out);
+
 typedef struct ew_operand {
   const char *base;               /* data of element [0..0] */
   kiln_dtype dtype;
