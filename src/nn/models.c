@@ -185,6 +185,35 @@ const char *kiln_nn_model_ir(const char *arch) {
   return i < 0 ? NULL : models[i].ir;
 }
 
+/* What kiln_nn_model_new builds below, parameter by parameter
+ * (checkpoint_model_param_table_matches_built_models keeps them equal). */
+static const nn_param_spec mlp_params[] = {
+    {"fc1.weight", 2, {256, IMG * IMG}}, {"fc1.bias", 1, {256}},
+    {"fc2.weight", 2, {256, 256}},       {"fc2.bias", 1, {256}},
+    {"fc3.weight", 2, {N_CLASSES, 256}}, {"fc3.bias", 1, {N_CLASSES}}};
+static const nn_param_spec cnn_params[] = {
+    {"conv1.weight", 4, {16, 1, 5, 5}},    {"conv1.bias", 1, {16}},
+    {"conv2.weight", 4, {32, 16, 5, 5}},   {"conv2.bias", 1, {32}},
+    {"fc1.weight", 2, {128, 32 * 4 * 4}},  {"fc1.bias", 1, {128}},
+    {"fc2.weight", 2, {N_CLASSES, 128}},   {"fc2.bias", 1, {N_CLASSES}}};
+static const nn_param_spec lstm_params[] = {
+    {"lstm.weight_ih_l0", 2, {4 * LSTM_HIDDEN, IMG}},
+    {"lstm.weight_hh_l0", 2, {4 * LSTM_HIDDEN, LSTM_HIDDEN}},
+    {"lstm.bias_ih_l0", 1, {4 * LSTM_HIDDEN}},
+    {"lstm.bias_hh_l0", 1, {4 * LSTM_HIDDEN}},
+    {"fc.weight", 2, {N_CLASSES, LSTM_HIDDEN}},
+    {"fc.bias", 1, {N_CLASSES}}};
+
+const nn_param_spec *nn_model_params(const char *arch, int *n) {
+  static const struct {
+    const nn_param_spec *p;
+    int n;
+  } tab[N_MODELS] = {{mlp_params, 6}, {cnn_params, 8}, {lstm_params, 6}};
+  int k = find_model(arch);
+  *n = k < 0 ? 0 : tab[k].n;
+  return k < 0 ? NULL : tab[k].p;
+}
+
 kiln_nn_module *kiln_nn_model_new(const char *arch, kiln_generator *gen) {
   int k = find_model(arch);
   if (k < 0) {

@@ -129,4 +129,15 @@ void nn_progress_end(nn_progress *p);
  * Writes at most n bytes into buf; returns buf. Never fails. */
 const char *nn_torch_name(const char *arch, const char *name, char *buf, size_t n);
 
+/* The parameters kiln_nn_model_new(arch) makes, in order: kiln names and
+ * shapes, all float32 (a static table: reading a plain state_dict compares
+ * its tensors with it instead of building every model). NULL for an
+ * unknown arch; *n receives the count. Never fails otherwise. */
+typedef struct nn_param_spec {
+  const char *name;
+  int ndim;
+  int64_t shape[4];
+} nn_param_spec;
+const nn_param_spec *nn_model_params(const char *arch, int *n);
+
 #endif
