@@ -507,6 +507,27 @@ def stale_view_grad_after_sibling_write(x):
     return v1 * v1
 
 
+@case(('t', (2, 3)), ('t', (3,)), grad=(1,))
+def write_view_of_temp_without_grad(x, w):
+    # b has no history (x needs no grad): b[1] += w is CopySlices on b, and
+    # b's other view v1 (made before) comes to require grad
+    b = x * 2.0
+    v1 = b.t()
+    v = b[1]
+    v.add_(w)
+    return b * b, v * 3.0, v1 * v1
+
+
+@case(('t', (3,)), ('t', (3,)), grad=(1,))
+def write_base_of_views_without_grad(x, w):
+    # writing b (no history) with w: its live views come to require grad
+    b = x * 1.0
+    v1 = b[1:3]
+    v2 = b.view(3, 1)
+    b.mul_(w)
+    return v1 * v1, v2 * 2.0
+
+
 # ---------------------------------------------------------------------------------------------
 
 def make_input(spec, gen):

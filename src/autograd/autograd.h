@@ -86,7 +86,10 @@ typedef struct ag_meta {
   char *name;            /* optional, for the DOT dump */
   kiln_tensor *base;     /* owned: the tensor whose memory a view op's output views
                             (its root base; Note [CopySlices] in src/ops/inplace.c) */
-  bool is_view;          /* made by a view op under autograd (base may be dropped) */
+  bool is_view;          /* made by a view op (base may be dropped) */
+  bool view_no_grad;     /* made under no_grad (Note [Views without history], views.c) */
+  uint64_t made_seq;     /* 1 + the seq of the node that made it (0: made without
+                            history); no older node can have saved it (inplace.c) */
   uint32_t view_rebases; /* its storage's ag_rebases when its grad_fn was made
                             (Note [View regeneration] in views.c) */
 } ag_meta;
@@ -112,6 +115,19 @@ bool ag_anomaly_enabled(void);
 bool ag_engine_create_graph(void);
 /* op_autograd_hook: attaches a backward node to an op's outputs. */
 int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_outs);
+/* The root base a new view of in records (borrowed): in's own when in is
+ * a view (NULL and *known false when in dropped it), else in. */
+kiln_tensor *ag_view_root(kiln_tensor *in, bool *known);
+/* Note [Views without history] (views.c): the outputs of a view op on in
+ * that autograd did not record (and of an op that handed back in's memory)
+ * record in's root base. 0, or KILN_ERR_NOMEM (the outputs are the
+ * caller's to release). */
+int ag_record_view_base(kiln_tensor *in, kiln_tensor **outs, int n_outs);
+/* Is t a view made with grad mode on whose base came to require grad by a
+ * recorded write made after it (so t requires grad too)? */
+bool ag_view_grad_pending(const kiln_tensor *t);
+/* t->requires_grad, set first when ag_view_grad_pending(t). */
+bool ag_view_adopt_grad(kiln_tensor *t);
 /* A view op's output t (base recorded): its history is current. */
 void ag_note_view(kiln_tensor *t);
 /* Note [View regeneration]: a view whose base's history was rebased since

@@ -32,16 +32,19 @@ static bool saves(const ag_node *n, const kiln_tensor *self) {
  * Such entries become one data alias of self (no autograd meta) keeping
  * the version they saw: that version is older than self's now, so their
  * backward reports self's modification either way, as PyTorch does. Only
- * nodes made after self's own grad_fn can have saved self, which bounds
- * the walk (op nodes; a custom node's state is its own). */
-static int unsave_self(ag_node *n, kiln_tensor *self, const ag_node *old_fn) {
+ * nodes made after the node that made self can have saved self, which
+ * bounds the walk (op nodes; a custom node's state is its own). Not self's
+ * current grad_fn: after a rebase it is newer than nodes that saved self
+ * (c = clamp(y); y.add_(x); y.mul_(cos(c)) leaked so: fuzz_exec). made_seq
+ * is that node's seq + 1, 0 when self was made without history. */
+static int unsave_self(ag_node *n, kiln_tensor *self, uint64_t made_seq) {
   ag_node **stack = NULL, **seen = NULL;
   int n_stack = 0, n_seen = 0, cap_stack = 0, cap_seen = 0, rc = 0;
   kiln_tensor *alias = NULL;
   for (ag_node *cur = n; cur; cur = n_stack ? stack[--n_stack] : NULL) {
     bool dup = false;
     for (int i = 0; i < n_seen && !dup; i++) dup = seen[i] == cur;
-    if (dup || cur->op < 0 || (old_fn && cur->seq <= old_fn->seq)) continue;
+    if (dup || cur->op < 0 || cur->seq < made_seq) continue;
     if (n_seen == cap_seen || n_stack + cur->n_next > cap_stack) {
       int ws = 2 * (n_seen + 1), wk = 2 * (n_stack + cur->n_next + 1);
       ag_node **v2 = core_realloc(seen, (size_t)ws * sizeof *seen);
@@ -77,7 +80,7 @@ static int rebase_history(kiln_tensor *self, kiln_tensor *result) {
   ag_meta *from = ag_meta_get(result), *to = ag_meta_get(self);
   if (!from || !to) return core_error(KILN_ERR_NOMEM, "in-place autograd: out of memory");
   if (!from->grad_fn) return 0;
-  int rc = unsave_self(from->grad_fn, self, to->grad_fn);
+  int rc = unsave_self(from->grad_fn, self, to->made_seq);
   if (rc < 0) return rc;
   ag_node_retain(from->grad_fn);
   if (to->grad_fn) ag_node_release(to->grad_fn);
@@ -112,22 +115,34 @@ static int saved_result(kiln_tensor *self, kiln_tensor *result) {
   return 0;
 }
 
-/* A view: made by a view op (its grad_fn's op is OPF_VIEW; *base is the
- * root base it recorded, or NULL), or, when it has no history, sharing
- * its storage with another tensor header (*base NULL: unknown). */
-static bool view_of(const kiln_tensor *t, kiln_tensor **base) {
+/* A view: made by a view op, with or without history (Note [Views without
+ * history] in views.c; *base is the root base it recorded, or NULL when it
+ * dropped it), or whose grad_fn's op is OPF_VIEW. A tensor sharing memory
+ * without a recorded base (detach's output) is no view. A view made under
+ * no_grad, written while recording, is PyTorch's error (< 0). */
+static int view_of(const kiln_tensor *t, kiln_tensor **base) {
+  char d[160];
   *base = NULL;
   if (t->ag && t->ag->is_view) { /* its grad_fn may be a regenerated one */
+    if (t->ag->view_no_grad && !t->ag->grad_fn)
+      return core_error(KILN_ERR_INVALID,
+                        "%s: a view was created in no_grad mode and is being modified inplace "
+                        "with grad mode enabled. Given that this use case is ambiguous and "
+                        "error-prone, it is forbidden. You can clarify your code by moving both "
+                        "the view and the inplace either both inside the no_grad block (if you "
+                        "don't want the inplace to be tracked) or both outside (if you want the "
+                        "inplace to be tracked).",
+                        core_tensor_desc(t, d, sizeof d));
     *base = t->ag->base;
-    return true;
+    return 1;
   }
   if (t->ag && t->ag->grad_fn) {
     int op = t->ag->grad_fn->op;
-    if (!(op >= 0 && (op_table[op].flags & OPF_VIEW))) return false;
+    if (!(op >= 0 && (op_table[op].flags & OPF_VIEW))) return 0;
     *base = t->ag->base;
-    return true;
+    return 1;
   }
-  return t->storage && t->storage->refcount > 1;
+  return 0;
 }
 
 __attribute__((constructor)) static void inplace_ctor(void) {

@@ -154,7 +154,7 @@ static bool stale_view(const kiln_tensor *t) {
 int ag_gradient_edge(kiln_tensor *t, ag_edge *out) {
   out->node = NULL;
   out->input_nr = 0;
-  if (!t || !t->requires_grad) return 0;
+  if (!t || !ag_view_adopt_grad(t)) return 0; /* Note [Views without history] */
   ag_meta *m = ag_meta_get(t);
   if (!m) return KILN_ERR_NOMEM;
   if (stale_view(t)) {
@@ -194,6 +194,7 @@ int ag_set_history(kiln_tensor **outs, int n_outs, ag_node *n) {
     if (!o || !core_dtype_is_floating(o->dtype)) continue;
     ag_meta *m = ag_meta_get(o);
     if (m->grad_fn) ag_node_release(m->grad_fn);
+    else if (!m->made_seq) m->made_seq = n->seq + 1;
     m->grad_fn = n;
     ag_node_retain(n);
     m->output_nr = i;
@@ -260,9 +261,16 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
       for (int k = 0; k < cnt; k++, slot++) {
         kiln_tensor *t = a->tag == OP_VAL_TENSOR ? a->t : a->ts.v[k];
         ag_saved *s = &n->saved[n_saved++];
-        s->t = save_data ? kiln_retain(t) : core_alias(t, false);
+        /* A tensor that needs no grad is saved as a data alias without
+         * autograd state (no gradient flows to it, under create_graph
+         * neither): the tensor itself, a view holding its base (a lazy view
+         * its lazy base), would close a reference cycle once the base's
+         * later history reaches this node (b.add_(v * w) with v a view of
+         * b: fuzz_exec's indirect leaks, lazy mode), and it keeps its base. */
+        bool plain = save_data && !t->requires_grad;
+        s->t = plain ? core_alias(t, true) : save_data ? kiln_retain(t) : core_alias(t, false);
         if (!s->t) goto oom;
-        if (save_data && t->ag && t->ag->base) {
+        if (save_data && !plain && t->ag && t->ag->base) {
           /* a saved view drops its base: the base's later history could
            * hold this node, a reference cycle (the view then can no longer
            * be written under autograd: Note [CopySlices]) */
@@ -306,12 +314,14 @@ int ag_record(int op, const op_val *args, int n_args, kiln_tensor **outs, int n_
   if (ag_set_history(outs, n_outs, n) < 0) goto oom;
   ag_node_release(n); /* the outputs hold it now */
   if ((info->flags & OPF_VIEW) && n_args && args[0].tag == OP_VAL_TENSOR) {
-    /* a view remembers its root base, for in-place writes (Note [CopySlices]) */
-    kiln_tensor *root = args[0].t->ag && args[0].t->ag->base ? args[0].t->ag->base : args[0].t;
+    /* a view remembers its root base, for in-place writes (Note
+     * [CopySlices]); a view of a view that dropped its base knows none */
+    bool known;
+    kiln_tensor *root = ag_view_root(args[0].t, &known);
     for (int i = 0; i < n_outs; i++) {
       ag_meta *m = outs[i] && outs[i]->ag ? outs[i]->ag : NULL;
-      if (m && !m->base && outs[i] != root) {
-        m->base = kiln_retain(root);
+      if (m && !m->is_view && outs[i] != args[0].t && outs[i] != root) {
+        m->base = known ? kiln_retain(root) : NULL;
         ag_note_view(outs[i]);
       }
     }
@@ -357,13 +367,26 @@ kiln_status kiln_set_requires_grad(kiln_tensor *t, bool requires_grad) {
                       "set_requires_grad: only floating-point tensors can require "
                       "grad, got %s",
                       core_tensor_desc(t, d, sizeof d));
+  if (requires_grad && t->ag && t->ag->is_view) {
+    /* a leaf of its own: its AccumulateGrad holds it, so its base (whose
+     * later history could reach that node) would be a reference cycle */
+    kiln_release(t->ag->base);
+    t->ag->base = NULL;
+    t->ag->is_view = false;
+  }
   t->requires_grad = requires_grad;
   return KILN_OK;
 }
 
-bool kiln_requires_grad(const kiln_tensor *t) { return t && t->requires_grad; }
+bool kiln_requires_grad(const kiln_tensor *t) {
+  return t && (t->requires_grad || ag_view_grad_pending(t)); /* Note [Views without history] */
+}
 
-bool kiln_is_leaf(const kiln_tensor *t) { return !(t->ag && t->ag->grad_fn); }
+bool kiln_is_leaf(const kiln_tensor *t) {
+  /* a view that came to require grad is no leaf before its history is
+   * regenerated either (Note [Views without history] in views.c) */
+  return !(t->ag && (t->ag->grad_fn || (t->ag->is_view && t->requires_grad)));
+}
 
 kiln_tensor *kiln_tensor_grad(const kiln_tensor *t) { return t->ag ? t->ag->grad : NULL; }
 

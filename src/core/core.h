@@ -139,6 +139,8 @@ struct kiln_tensor {
  *   op_rebase_history_hook: src/autograd/inplace.c
  *   op_view_of_hook: src/autograd/inplace.c
  *   op_saved_result_hook: src/autograd/inplace.c
+ *   op_view_base_hook: src/autograd/views.c
+ *   op_view_grad_hook: src/autograd/views.c
  *   op_all_reduce_start_hook: src/dist/comm.c
  *   op_all_reduce_wait_hook: src/dist/comm.c
  * The two all-reduce hooks (src/ops/collective.h) are the ones set at run

@@ -28,7 +28,16 @@
  * b[0]; b.add_(1); v * 2` and `v1 = b.t(); v2 = b[1]; v2.mul_(3); v1`
  * give eager's values, with or without a mark_step in between. A tensor
  * on the base's value that is not a view of it (a detach, autograd's saved
- * alias) keeps its value. */
+ * alias) keeps its value.
+ *
+ * Note [Lazy views and autograd]: a write recorded by autograd through a
+ * lazy view gives the base the history of its rebuilt value (the put-back
+ * ops on the written result: eager's CopySlices, Note [CopySlices] in
+ * src/ops/inplace.c), and every refreshed view the history of its steps
+ * replayed on the base (eager's view regeneration, Note [View
+ * regeneration] in src/autograd/views.c), so a view of a tensor without
+ * history written with an operand that requires grad backpropagates as in
+ * eager mode and PyTorch. */
 #include <string.h>
 
 #include "lazy.h"
@@ -315,6 +324,10 @@ int lazy_refresh_views(kiln_tensor *base) {
       t = replay(s->view_steps[i].node, s->view_steps[i].index, s->view_steps[i].arg, t);
     if (!t) rc = -1;
     rebind_to(s->owner, t, &rc);
+    /* Note [Lazy views and autograd]: the view's history is its steps'
+     * replayed on the base's (PyTorch's view regeneration) */
+    if (rc == 0 && t->requires_grad && t != s->owner && op_grad_enabled && op_rebase_history_hook)
+      rc = op_rebase_history_hook(s->owner, t);
   }
   kiln_scope_end();
   core_free(views);
@@ -336,6 +349,10 @@ static int write_view(lazy_state *s, kiln_tensor *r) {
   for (int i = n - 1; i >= 0 && nb; i--) nb = put_back(s->view_steps[i].node, at[i], nb);
   if (!nb) rc = -1;
   else rc = rebind_all(lazy_of(s->view_base)->value, nb);
+  /* Note [Lazy views and autograd]: nb's history (put_back's ops on r) is
+   * the base's new one, as eager's CopySlices */
+  if (rc == 0 && nb->requires_grad && op_grad_enabled && op_rebase_history_hook)
+    rc = op_rebase_history_hook(s->view_base, nb);
   if (at != small) core_free(at);
   return rc;
 }

@@ -13,6 +13,8 @@ kiln_status (*op_lazy_copy_hook)(kiln_tensor *dst, const kiln_tensor *src);
 _Thread_local bool op_grad_enabled = true;
 int (*op_lazy_hook)(int op, const op_val *args, int n_args, kiln_tensor **outs,
                     int max_outs);
+int (*op_view_base_hook)(kiln_tensor *in, kiln_tensor **outs, int n_outs);
+bool (*op_view_grad_hook)(kiln_tensor *t);
 
 double op_val_num(const op_val *v) {
   switch (v->tag) {
@@ -73,13 +75,27 @@ static bool any_lazy(const op_val *args, int n_args) {
   return false;
 }
 
+/* (a view that has autograd state may have come to require grad: Note
+ * [Views without history] in src/autograd/views.c) */
+static bool requires_grad(kiln_tensor *t) {
+  return t->requires_grad || (t->ag && op_view_grad_hook && op_view_grad_hook(t));
+}
+
 static bool any_requires_grad(const op_val *args, int n_args) {
   for (int i = 0; i < n_args; i++) {
-    if (args[i].tag == OP_VAL_TENSOR && args[i].t->requires_grad) return true;
+    if (args[i].tag == OP_VAL_TENSOR && requires_grad(args[i].t)) return true;
     if (args[i].tag == OP_VAL_TENSORS)
       for (int k = 0; k < args[i].ts.n; k++)
-        if (args[i].ts.v[k]->requires_grad) return true;
+        if (requires_grad(args[i].ts.v[k])) return true;
   }
+  return false;
+}
+
+/* Does an output share the first argument's memory (a view)? */
+static bool shares_first(const op_val *args, int n_args, kiln_tensor *const *outs, int n) {
+  if (!n_args || args[0].tag != OP_VAL_TENSOR || !args[0].t->storage) return false;
+  for (int i = 0; i < n; i++)
+    if (outs[i] && outs[i] != args[0].t && outs[i]->storage == args[0].t->storage) return true;
   return false;
 }
 
@@ -185,6 +201,9 @@ record:
   if (op_grad_enabled && op_autograd_hook && (info->flags & OPF_DIFF) &&
       any_requires_grad(args, n_args)) {
     rc = op_autograd_hook(op, args, n_args, outs, n);
+    if (rc < 0) goto fail;
+  } else if (op_view_base_hook && (info->flags & OPF_DIFF) && shares_first(args, n_args, outs, n)) {
+    rc = op_view_base_hook(args[0].t, outs, n); /* Note [Views without history] */
     if (rc < 0) goto fail;
   }
   /* Room first: a registration that failed would release an output that

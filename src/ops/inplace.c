@@ -7,7 +7,7 @@
 #include "op.h"
 
 int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
-bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
+int (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
 int (*op_saved_result_hook)(kiln_tensor *self, kiln_tensor *result);
 int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
 
@@ -22,12 +22,17 @@ int op_inplace_infer(int op, const op_val *a, int n_args, op_meta *outs, int max
   return 1;
 }
 
+/* (a view may have come to require grad: Note [Views without history]) */
+static bool requires_grad(kiln_tensor *t) {
+  return t->requires_grad || (t->ag && op_view_grad_hook && op_view_grad_hook(t));
+}
+
 static bool any_requires_grad(const op_val *a, int n) {
   for (int i = 0; i < n; i++) {
-    if (a[i].tag == OP_VAL_TENSOR && a[i].t->requires_grad) return true;
+    if (a[i].tag == OP_VAL_TENSOR && requires_grad(a[i].t)) return true;
     if (a[i].tag == OP_VAL_TENSORS)
       for (int k = 0; k < a[i].ts.n; k++)
-        if (a[i].ts.v[k] && a[i].ts.v[k]->requires_grad) return true;
+        if (a[i].ts.v[k] && requires_grad(a[i].ts.v[k])) return true;
   }
   return false;
 }
@@ -80,10 +85,14 @@ static bool direct_ok(int op, const op_val *a, int n_args, const kiln_tensor *se
  * takes over the result's history (rebase_history): later readers of self
  * differentiate through the in-place op, and backward nodes that saved
  * self's old value fail through the version counter. A view made by a
- * view op of a tensor with history is written through Note [CopySlices];
- * any other view of other memory (sharing storage without a recorded
- * base, or lazy) cannot be rebased, so recording an in-place op on one
- * is an error that says so.
+ * view op (of a tensor with history or without: Note [Views without
+ * history] in src/autograd/views.c) is written through Note [CopySlices];
+ * a view that no longer knows its base, or a lazy view of a tensor with
+ * history, cannot be rebased, so recording an in-place op on one is an
+ * error that says so (a lazy view of one without history is: Note [Lazy
+ * views and autograd] in src/lazy/views.c). A tensor
+ * sharing memory without a recorded base (detach's output) is written as
+ * a tensor of its own, as PyTorch's non-differentiable views.
  *
  * Note [Lazy writes]: on lazy tensors the write is recorded as a new
  * version: self is rebound to the functional op's lazy value (the graph
@@ -97,7 +106,9 @@ static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor
                       "%s: a leaf Variable that requires grad is being used in an in-place "
                       "operation.",
                       name);
-  if (op_view_of_hook && op_view_of_hook(self, base)) {
+  int view = op_view_of_hook ? op_view_of_hook(self, base) : 0;
+  if (view < 0) return view;
+  if (view) {
     kiln_tensor *b = *base;
     if (b && b->requires_grad && op_is_leaf_hook && op_is_leaf_hook(b))
       return core_error(KILN_ERR_INVALID,
@@ -111,17 +122,17 @@ static int check_autograd(const char *name, const kiln_tensor *self, kiln_tensor
     return core_error(KILN_ERR_UNSUPPORTED,
                       "%s: an in-place operation on a view of a tensor, recorded by autograd, "
                       "needs PyTorch's CopySlices, which kiln implements only for CPU views "
-                      "made by a view op of a tensor that requires grad (not for lazy tensors, "
-                      "nor for a view of a tensor without history); clone the view (or write "
-                      "the base tensor) instead",
+                      "that know their base (not for lazy tensors, nor for a view that a "
+                      "backward formula saved: it dropped its base, Note [CopySlices]); clone "
+                      "the view (or write the base tensor) instead",
                       name);
   }
   return 0;
 }
 
 /* Note [CopySlices]: as PyTorch's CopySlices, for a view (made by a view
- * op under autograd, so that it recorded its root base) written in place
- * while recording. The functional result r of the view's op is scattered
+ * op, so that it recorded its root base) written in place while
+ * recording. The functional result r of the view's op is scattered
  * into a functional copy of the base: new_base = index_copy(base.flatten(),
  * 0, pos, r.flatten()), pos being each view element's position in the base
  * (found from the shared storage's offsets). new_base is written into the
@@ -294,8 +305,13 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
     return outs[0] ? 1 : KILN_ERR_NOMEM;
   }
   if (r != self) { /* the functional op may hand back self unchanged (eval dropout) */
+    bool rebase = record && r->requires_grad && op_rebase_history_hook;
     if (lazy) {
-      /* Note [Lazy writes]: self is rebound to r's value: a new version */
+      /* Note [Lazy writes]: self is rebound to r's value: a new version;
+       * it takes r's history first, so that the views of it the write
+       * refreshes replay on that (Note [Lazy views and autograd] in
+       * src/lazy/views.c) */
+      if (rebase && op_rebase_history_hook(self, r) < 0) return -1;
       if (op_lazy_write_hook(self, r) < 0) return -1;
     } else if (!record) {
       if (kiln_copy_(self, r) < 0) return -1;
@@ -303,9 +319,7 @@ int op_inplace_run(int op, const op_val *a, int n_args, kiln_tensor **outs, int 
       op_copy_into(self, r);
       core_bump_version(self);
     }
-    if (record && r->requires_grad && op_rebase_history_hook &&
-        op_rebase_history_hook(self, r) < 0)
-      return -1;
+    if (rebase && !lazy && op_rebase_history_hook(self, r) < 0) return -1;
     if (record && !lazy && save_result(op, a, n_args, self, r) < 0) return -1;
   }
   outs[0] = core_autorelease(kiln_retain(self));

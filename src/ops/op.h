@@ -330,9 +330,10 @@ extern int (*op_lazy_hook)(int op, const op_val *args, int n_args,
 /* autograd: self takes over result's history (rebase_history, Note
  * [In-place autograd] in inplace.c); < 0 on error. */
 extern int (*op_rebase_history_hook)(kiln_tensor *self, kiln_tensor *result);
-/* autograd: is t a view (made by a view op, or sharing its storage) of
- * another tensor? *base: the root base a view op recorded, else NULL. */
-extern bool (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
+/* autograd: is t a view (made by a view op) of another tensor (1, or 0)?
+ * *base: the root base it recorded, else NULL. < 0 (error set): t is a
+ * view no in-place op may write while recording. */
+extern int (*op_view_of_hook)(const kiln_tensor *t, kiln_tensor **base);
 /* autograd: result's grad_fn saves self, just written with result, as its
  * output at self's current version, instead of result (Note [In-place
  * saved result] in inplace.c); < 0 on error. */
@@ -340,6 +341,12 @@ extern int (*op_saved_result_hook)(kiln_tensor *self, kiln_tensor *result);
 /* lazy: an in-place op's write of result into lazy self (a new version;
  * through a view, its base too: Note [Lazy views] in src/lazy/views.c). */
 extern int (*op_lazy_write_hook)(kiln_tensor *self, kiln_tensor *result);
+/* autograd: outs of an op on in that autograd did not record, those
+ * sharing in's memory, record in's root base (Note [Views without
+ * history] in src/autograd/views.c); < 0 on out of memory. */
+extern int (*op_view_base_hook)(kiln_tensor *in, kiln_tensor **outs, int n_outs);
+/* autograd: does t require grad, a view whose base came to (set then)? */
+extern bool (*op_view_grad_hook)(kiln_tensor *t);
 /* Grad mode (thread-local); autograd's kiln_set_grad_enabled writes it. */
 extern _Thread_local bool op_grad_enabled;
 
