@@ -139,6 +139,13 @@ static kiln_tensor *f_layer_norm(kiln_tensor *x, kiln_tensor *w) {
   return call("aten::layer_norm", (op_val[]){OPV_T(x), OPV_INTS(&s, 1), OPV_T(w1), OPV_NONE,
                                              OPV_F(1e-5), OPV_B(true)}, 6);
 }
+/* training-mode batch norm over x's 6 channels, weight from w */
+static kiln_tensor *f_batch_norm(kiln_tensor *x, kiln_tensor *w) {
+  int64_t s = x->shape[1];
+  kiln_tensor *w1 = kiln_reshape(kiln_narrow(w, 0, 0, 1), 1, &s);
+  return call("aten::batch_norm", (op_val[]){OPV_T(x), OPV_T(w1), OPV_NONE, OPV_NONE, OPV_NONE,
+                                             OPV_B(true), OPV_F(0.1), OPV_F(1e-5), OPV_B(false)}, 9);
+}
 static kiln_tensor *f_cumsum(kiln_tensor *x, kiln_tensor *w) {
   (void)w;
   return call("aten::cumsum", (op_val[]){OPV_T(x), OPV_I(1), OPV_NONE}, 3);
@@ -172,7 +179,7 @@ static kiln_tensor *f_cat(kiln_tensor *x, kiln_tensor *w) {
  * ops rounds (4 units of the largest gradient's 1/4). */
 TEST(dtypes_widened_gradients_keep_the_half_dtype) {
   static const struct { const char *name; fwd_fn f; } ops[] = {
-    {"mm", f_mm}, {"softmax", f_softmax}, {"layer_norm", f_layer_norm}, {"cumsum", f_cumsum},
+    {"mm", f_mm}, {"softmax", f_softmax}, {"layer_norm", f_layer_norm}, {"batch_norm", f_batch_norm}, {"cumsum", f_cumsum},
     {"conv2d", f_conv}, {"max_pool2d", f_max_pool}, {"sort", f_sort}, {"cat", f_cat}};
   kiln_dtype dts[2] = {KILN_DTYPE_F16, KILN_DTYPE_BF16};
   kiln_manual_seed(16);
