@@ -86,7 +86,9 @@ int op_aminmax_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 }
 
 /* ---- any / all / count_nonzero --------------------------------------------------- */
-/* any = count of nonzeros > 0, all = count of zeros == 0 (bool results) */
+/* any = count of nonzeros > 0, all = count of zeros == 0: Bool results,
+ * but Byte for a Byte input (PyTorch 1.13's legacy uint8 any/all); the
+ * narrow dtypes run as they are (NW_SAME: ne, sum and gt take them) */
 static kiln_tensor *count(kiln_tensor *mask, const int64_t *dims, int nd, bool keepdim) {
   return op_call1(KILN_OP_SUM, (op_val[]){OPV_T(mask), nd ? OPV_INTS(dims, nd) : OPV_NONE,
                                           OPV_B(keepdim), OPV_NONE},
@@ -108,7 +110,11 @@ static int any_all(const char *fn, const op_val *a, const op_val *dim, const op_
   if (m && all) m = op_call1(KILN_OP_LOGICAL_NOT, (op_val[]){OPV_T(m)}, 1);
   kiln_tensor *c = m ? count(m, d, nd, keep && flag(keep)) : NULL;
   if (!c) return KILN_ERR_INVALID;
-  return op_out1(op_call1(all ? KILN_OP_EQ : KILN_OP_GT, (op_val[]){OPV_T(c), OPV_I(0)}, 2), outs);
+  kiln_tensor *r = op_call1(all ? KILN_OP_EQ : KILN_OP_GT, (op_val[]){OPV_T(c), OPV_I(0)}, 2);
+  if (r && x->dtype == KILN_DTYPE_U8)
+    r = op_call1(KILN_OP_TO, (op_val[]){OPV_T(r), OPV_I(op_dtype_code(KILN_DTYPE_U8)),
+                                      OPV_B(false), OPV_B(false), OPV_NONE}, 5);
+  return op_out1(r, outs);
 }
 int op_any_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   return any_all("aten::any", &a[0], NULL, NULL, false, outs);

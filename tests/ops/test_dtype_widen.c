@@ -246,3 +246,33 @@ TEST(dtypes_widened_batch_norm_updates_half_running_stats) {
     CHECK_MSG(close_tensor(y[0], kiln_to_dtype(y[1], KILN_DTYPE_F16), why, sizeof why), "output: %s", why);
   kiln_scope_end();
 }
+
+/* any/all as PyTorch 1.13: a Byte input gives Byte (its legacy uint8
+ * results), every other dtype Bool. PyTorch: x = [[1, 0], [0, 0]] uint8:
+ * x.any() 1, x.all() 0, x.any(1) [1, 0], x.all(0, keepdim=True) [[0, 0]];
+ * [1, 2] int8 .any() True; [1., 2.] half .all() True. */
+TEST(dtypes_any_all_of_uint8_are_uint8) {
+  kiln_scope_begin();
+  int64_t s2[2] = {2, 2}, s1[1] = {2};
+  kiln_tensor *x = kiln_zeros(2, s2, KILN_DTYPE_U8);
+  ((unsigned char *)core_data(x))[0] = 1;
+  kiln_tensor *r[4] = {call("aten::any", (op_val[]){OPV_T(x)}, 1),
+                       call("aten::all", (op_val[]){OPV_T(x)}, 1),
+                       call("aten::any", (op_val[]){OPV_T(x), OPV_I(1), OPV_B(false)}, 3),
+                       call("aten::all", (op_val[]){OPV_T(x), OPV_I(0), OPV_B(true)}, 3)};
+  static const double want[4][2] = {{1, -1}, {0, -1}, {1, 0}, {0, 0}};
+  for (int k = 0; k < 4; k++) {
+    CHECK_MSG(r[k] && r[k]->dtype == KILN_DTYPE_U8, "case %d: %s", k,
+              r[k] ? kiln_dtype_name(r[k]->dtype) : kiln_last_error());
+    for (int i = 0; r[k] && i < 2 && want[k][i] >= 0; i++)
+      CHECK_MSG(core_get_flat(r[k], i) == want[k][i], "case %d element %d: %g", k, i,
+                core_get_flat(r[k], i));
+  }
+  CHECK(r[3] && r[3]->ndim == 2 && r[3]->shape[0] == 1 && r[3]->shape[1] == 2);
+  kiln_tensor *c = kiln_ones(1, s1, KILN_DTYPE_I8), *h = kiln_ones(1, s1, KILN_DTYPE_F16);
+  kiln_tensor *ca = call("aten::any", (op_val[]){OPV_T(c)}, 1);
+  kiln_tensor *ha = call("aten::all", (op_val[]){OPV_T(h)}, 1);
+  CHECK(ca && ca->dtype == KILN_DTYPE_BOOL && core_get_flat(ca, 0) == 1);
+  CHECK(ha && ha->dtype == KILN_DTYPE_BOOL && core_get_flat(ha, 0) == 1);
+  kiln_scope_end();
+}
