@@ -142,12 +142,43 @@ static void col2im_images(kiln_dtype dt, const win_geom *g, const char *col, int
   }
 }
 
+/* dst[l] = epilogue(src[l]) for output channel o (src may be dst; res,
+ * if given, the residual's row). */
+#define DEF_EPI(NAME, T)                                                                 \
+  static void NAME(const conv_epilogue *ep, int64_t o, int64_t L, const T *src, T *dst,  \
+                   const T *res) {                                                       \
+    T t = ep->shift ? ((const T *)ep->shift)[o] : (T)0;                                  \
+    if (ep->scale) {                                                                     \
+      T s = ((const T *)ep->scale)[o];                                                   \
+      for (int64_t l = 0; l < L; l++) dst[l] = src[l] * s + t;                           \
+    } else {                                                                             \
+      for (int64_t l = 0; l < L; l++) dst[l] = src[l] + t;                               \
+    }                                                                                    \
+    if (res)                                                                             \
+      for (int64_t l = 0; l < L; l++) dst[l] += res[l];                                  \
+    if (ep->relu)                                                                        \
+      for (int64_t l = 0; l < L; l++) dst[l] = dst[l] < 0 ? (T)0 : dst[l];               \
+  }
+
+DEF_EPI(epi_f32, float)
+DEF_EPI(epi_f64, double)
+
+static void epilogue(kiln_dtype dt, const conv_epilogue *ep, int64_t o, int64_t L,
+                     const char *src, char *dst, const char *res) {
+  if (dt == KILN_DTYPE_F32)
+    epi_f32(ep, o, L, (const float *)src, (float *)dst, (const float *)res);
+  else
+    epi_f64(ep, o, L, (const double *)src, (double *)dst, (const double *)res);
+}
+
 /* Rows o of m[O, n L] <-> images [n, O, L]: to_images scatters m into
- * img (adding bias[o] if given), else gathers img into m. */
+ * img through the epilogue ep (res: the residual's images, or NULL), else
+ * gathers img into m. */
 static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
-                    const char *bias, bool to_images) {
+                    const conv_epilogue *ep, const char *res, bool to_images) {
   size_t es = kiln_dtype_size(dt);
   int64_t ld = n * L;
+  bool copy = !ep || (!ep->scale && !ep->shift && !ep->residual && !ep->relu);
 #pragma omp parallel for schedule(static) if (PAR_IMAGES(n, n * O * L))
   for (int64_t j = 0; j < n; j++)
     for (int64_t o = 0; o < O; o++) {
@@ -156,14 +187,10 @@ static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, cha
         for (int64_t l = 0; l < L; l++) ((float *)mr)[l] = ((const float *)ir)[l];
       } else if (!to_images) {
         memcpy(mr, ir, (size_t)L * es);
-      } else if (!bias) {
+      } else if (copy) {
         memcpy(ir, mr, (size_t)L * es);
-      } else if (dt == KILN_DTYPE_F32) {
-        float b = ((const float *)bias)[o];
-        for (int64_t l = 0; l < L; l++) ((float *)ir)[l] = ((const float *)mr)[l] + b;
       } else {
-        double b = ((const double *)bias)[o];
-        for (int64_t l = 0; l < L; l++) ((double *)ir)[l] = ((const double *)mr)[l] + b;
+        epilogue(dt, ep, o, L, mr, ir, res ? res + (size_t)((j * O + o) * L) * es : NULL);
       }
     }
 }
@@ -190,7 +217,18 @@ static char *scratch(const char *fn, size_t per, int64_t nb, int n, size_t *bloc
 
 int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
                     const char *bias, char *out) {
+  conv_epilogue ep = {.shift = bias};
+  return op_conv_forward_ep(dt, g, x, w, &ep, out);
+}
+
+int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
+                       const conv_epilogue *ep, char *out) {
   const char *fn = "aten::conv2d";
+  conv_epilogue none = {0};
+  if (!ep) ep = &none;
+  /* only a bias: the GEMM adds it (one image) or the scatter does */
+  bool plain = !ep->scale && !ep->residual && !ep->relu;
+  const char *bias = ep->shift;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W, os = g->O * L, gxs = g->C * g->H * g->W;
   size_t es = kiln_dtype_size(dt), per = 0, block = 0;
@@ -231,6 +269,15 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
       }
       /* one image: straight into the output, the bias as its addend */
       char *c = out + (size_t)(i0 * os + k * Og * L) * es;
+      if (!plain) { /* the epilogue on each row just written (in cache) */
+        op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, 0.0, c, L);
+        for (int64_t o = 0; o < Og; o++) {
+          size_t at = (size_t)(i0 * os + (k * Og + o) * L) * es;
+          epilogue(dt, ep, k * Og + o, L, out + at, out + at,
+                   ep->residual ? ep->residual + at : NULL);
+        }
+        continue;
+      }
       for (int64_t o = 0; bias && o < Og; o++)
         for (int64_t l = 0; l < L; l++) {
           if (dt == KILN_DTYPE_F32) ((float *)c)[o * L + l] = ((const float *)bias)[k * Og + o];
@@ -238,7 +285,9 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
         }
       op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, bias ? 1.0 : 0.0, c, L);
     }
-    if (n > 1 || swap) regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, bias, true);
+    if (n > 1 || swap)
+      regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, ep,
+              ep->residual ? ep->residual + (size_t)(i0 * os) * es : NULL, true);
   }
   core_block_free(buf, block);
   return 0;
@@ -263,7 +312,7 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
     const char *gt = go + (size_t)(i0 * os) * es;
     int64_t ldg = L;
     if (n > 1) {
-      regroup(dt, g->O, L, n, got, (char *)gt, NULL, false);
+      regroup(dt, g->O, L, n, got, (char *)gt, NULL, NULL, false);
       gt = got, ldg = ld;
     }
     for (int64_t k = 0; k < g->G; k++) {
