@@ -47,24 +47,45 @@ static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *
   *ow1 = b;
 }
 
+/* GCC turns the short zero and copy loops below into memset/memmove calls
+ * (-ftree-loop-distribute-patterns), which at resnet's 2x2 and 4x4 stages
+ * cost more than the few elements they move; these functions keep loops. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_CALLS
+#endif
+
 /* col[row (c, ki, kj), (oh, ow)] at col[row * ld + oh * OW + ow] = x[c,
- * ih, iw] (0 in the padding) for one image's g->C channels. */
+ * ih, iw] (0 in the padding) for one image's g->C channels. The rows and
+ * columns in range depend on (ki, kj) only, so they are found once for
+ * all channels; the padding rows are zeroed as one block each, and where
+ * a kernel offset reads whole input rows in order (stride 1, no column
+ * offset, OW == W) the rows in range are one copy. */
 #define DEF_IM2COL(NAME, T)                                                              \
-  static void NAME(const T *x, const win_geom *g, T *col, int64_t ld) {                  \
-    for (int64_t c = 0; c < g->C; c++)                                                   \
-      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
-        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
+  NO_CALLS static void NAME(const T *x, const win_geom *g, T *col, int64_t ld) {         \
+    int64_t OH = g->OH, OW = g->OW, HW = g->H * g->W;                                    \
+    for (int64_t ki = 0; ki < g->KH; ki++) {                                             \
+      int64_t offh = ki * g->dh - g->ph, oh0, oh1;                                       \
+      valid_cols(offh, g->sh, g->H, OH, &oh0, &oh1);                                     \
+      for (int64_t kj = 0; kj < g->KW; kj++) {                                           \
+        int64_t off = kj * g->dw - g->pw, ow0, ow1;                                      \
+        valid_cols(off, g->sw, g->W, OW, &ow0, &ow1);                                    \
+        bool whole = g->sh == 1 && g->sw == 1 && off == 0 && OW == g->W;                 \
+        for (int64_t c = 0; c < g->C; c++) {                                             \
           T *row = col + ((c * g->KH + ki) * g->KW + kj) * ld;                           \
-          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
-          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
-            T *r = row + oh * g->OW;                                                     \
-            if (ih < 0 || ih >= g->H) {                                                  \
-              for (int64_t ow = 0; ow < g->OW; ow++) r[ow] = 0;                          \
-              continue;                                                                  \
-            }                                                                            \
-            const T *xr = x + (c * g->H + ih) * g->W + off;                              \
+          const T *xc = x + c * HW;                                                      \
+          for (int64_t i = 0; i < oh0 * OW; i++) row[i] = 0;                             \
+          for (int64_t i = oh1 * OW; i < OH * OW; i++) row[i] = 0;                       \
+          if (whole) {                                                                   \
+            if (oh1 > oh0)                                                               \
+              memcpy(row + oh0 * OW, xc + (oh0 + offh) * g->W,                           \
+                     (size_t)((oh1 - oh0) * OW) * sizeof(T));                            \
+            continue;                                                                    \
+          }                                                                              \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                       \
+            T *r = row + oh * OW;                                                        \
+            const T *xr = xc + (oh * g->sh + offh) * g->W + off;                         \
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                              \
             if (g->sw == 1 && ow1 - ow0 > 16)                                            \
               memcpy(r + ow0, xr + ow0, (size_t)(ow1 - ow0) * sizeof(T));                \
@@ -72,9 +93,11 @@ static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow];                     \
             else                                                                         \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow * g->sw];             \
-            for (int64_t ow = ow1; ow < g->OW; ow++) r[ow] = 0;                          \
+            for (int64_t ow = ow1; ow < OW; ow++) r[ow] = 0;                             \
           }                                                                              \
         }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
   }
 
 /* x[C, H, W] += col2im(col): each column entry adds back where im2col read
@@ -174,7 +197,7 @@ static void epilogue(kiln_dtype dt, const conv_epilogue *ep, int64_t o, int64_t 
 /* Rows o of m[O, n L] <-> images [n, O, L]: to_images scatters m into
  * img through the epilogue ep (res: the residual's images, or NULL), else
  * gathers img into m. */
-static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
+NO_CALLS static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
                     const conv_epilogue *ep, const char *res, bool to_images) {
   size_t es = kiln_dtype_size(dt);
   int64_t ld = n * L;
