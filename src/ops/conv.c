@@ -144,6 +144,12 @@ static int conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
   return 0;
 }
 
+int op_conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
+                 const op_val *stride, const op_val *pad, const op_val *dil,
+                 const op_val *groups, win_geom *g) {
+  return conv_geom(fn, x, w, stride, pad, dil, groups, g);
+}
+
 int op_conv2d_infer(const op_val *a, int n, op_meta *o, int m) {
   const char *fn = "aten::conv2d";
   char d[160], e[160];
@@ -429,6 +435,33 @@ int op_max_pool2d_with_indices_grad(op_grad_ctx *g) {
  * [Decompose scope] in matmul.c). */
 int op_max_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs, int max_outs) {
   kiln_tensor *r[2] = {0};
+  win_geom g;
+  /* nothing needs the indices (no gradient, not recorded lazily): the
+   * values alone (Note [Separable max] in pool_max.c) */
+  const kiln_tensor *x = a[0].tag == OP_VAL_TENSOR ? a[0].t : NULL;
+  if (x && x->device == CORE_DEVICE_CPU && !(op_grad_enabled && x->requires_grad) &&
+      (x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F64) &&
+      kiln_tensor_numel(x) > 0 && max_outs >= 1 &&
+      pool_geom("aten::max_pool2d", &a[0], a + 1, &g) == 0 && g.dh == 1 && g.dw == 1) {
+    op_meta m;
+    kiln_tensor *xo = NULL;
+    pool_out_meta(x, &g, x->dtype, &m);
+    const kiln_tensor *xc = contig(x, &xo);
+    kiln_tensor *y = xc ? core_tensor_new(m.ndim, m.shape, m.dtype) : NULL;
+    int rc = y ? op_max_pool2d_values(x->dtype, &g, core_data(xc), core_data(y))
+               : core_error(KILN_ERR_NOMEM, "aten::max_pool2d: out of memory");
+    kiln_release(xo);
+    if (rc < 0) {
+      kiln_release(y);
+      return rc;
+    }
+    if (core_scope_reserve(1) < 0) {
+      kiln_release(y);
+      return KILN_ERR_NOMEM;
+    }
+    outs[0] = core_autorelease(y);
+    return 1;
+  }
   kiln_scope_begin();
   int k = op_call(KILN_OP_MAX_POOL2D_WITH_INDICES, a, n, r, 2);
   kiln_tensor *v = k >= 1 ? kiln_retain(r[0]) : NULL;

@@ -24,11 +24,39 @@ extern size_t op_conv_chunk_bytes;
 int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
                     const char *bias, char *out);
 
+/* What op_conv_forward_ep does to each output element after the product
+ * (Note [Conv epilogue] in conv_fused.c): v = v * scale[o] + shift[o]
+ * (+ residual at the same [n, o, oh, ow]), then max(v, 0) with relu (a NaN
+ * stays NaN). Arrays of the conv's dtype, NULL for none (scale 1, shift 0);
+ * residual contiguous [N, O, OH, OW]. */
+typedef struct conv_epilogue {
+  const char *scale, *shift, *residual;
+  bool relu;
+} conv_epilogue;
+
+/* op_conv_forward with an epilogue instead of a bias (ep NULL: none); same
+ * layouts and failure. */
+int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
+                       const conv_epilogue *ep, char *out);
+
+/* conv2d's argument checks (conv.c): input x [N, G C, H, W], weight w,
+ * stride/padding/dilation/groups as conv2d takes them; fills g. 0, or < 0
+ * with the error set. */
+int op_conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
+                 const op_val *stride, const op_val *pad, const op_val *dil,
+                 const op_val *groups, win_geom *g);
+
 /* The input and weight gradients of op_conv_forward for grad_output go
  * [N, O, OH, OW]: gx (if mask[0]) and gw (if mask[1]) are ADDED to, so
  * the caller zeroes them first. Same dtypes, layouts and failure as
  * op_conv_forward (the bias gradient is the caller's). */
 int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const char *x,
                      const char *w, const char *go, char *gx, char *gw);
+
+/* Max pooling of values only over g (pool_geom's planes: g->C planes of
+ * H x W into OH x OW, dilation 1), x and out contiguous, dt float32 or
+ * float64 (Note [Separable max] in pool_max.c). 0, or KILN_ERR_NOMEM with
+ * the error set. */
+int op_max_pool2d_values(kiln_dtype dt, const win_geom *g, const char *x, char *out);
 
 #endif

@@ -47,24 +47,45 @@ static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *
   *ow1 = b;
 }
 
+/* GCC turns the short zero and copy loops below into memset/memmove calls
+ * (-ftree-loop-distribute-patterns), which at resnet's 2x2 and 4x4 stages
+ * cost more than the few elements they move; these functions keep loops. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define NO_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define NO_CALLS
+#endif
+
 /* col[row (c, ki, kj), (oh, ow)] at col[row * ld + oh * OW + ow] = x[c,
- * ih, iw] (0 in the padding) for one image's g->C channels. */
+ * ih, iw] (0 in the padding) for one image's g->C channels. The rows and
+ * columns in range depend on (ki, kj) only, so they are found once for
+ * all channels; the padding rows are zeroed as one block each, and where
+ * a kernel offset reads whole input rows in order (stride 1, no column
+ * offset, OW == W) the rows in range are one copy. */
 #define DEF_IM2COL(NAME, T)                                                              \
-  static void NAME(const T *x, const win_geom *g, T *col, int64_t ld) {                  \
-    for (int64_t c = 0; c < g->C; c++)                                                   \
-      for (int64_t ki = 0; ki < g->KH; ki++)                                             \
-        for (int64_t kj = 0; kj < g->KW; kj++) {                                         \
+  NO_CALLS static void NAME(const T *x, const win_geom *g, T *col, int64_t ld) {         \
+    int64_t OH = g->OH, OW = g->OW, HW = g->H * g->W;                                    \
+    for (int64_t ki = 0; ki < g->KH; ki++) {                                             \
+      int64_t offh = ki * g->dh - g->ph, oh0, oh1;                                       \
+      valid_cols(offh, g->sh, g->H, OH, &oh0, &oh1);                                     \
+      for (int64_t kj = 0; kj < g->KW; kj++) {                                           \
+        int64_t off = kj * g->dw - g->pw, ow0, ow1;                                      \
+        valid_cols(off, g->sw, g->W, OW, &ow0, &ow1);                                    \
+        bool whole = g->sh == 1 && g->sw == 1 && off == 0 && OW == g->W;                 \
+        for (int64_t c = 0; c < g->C; c++) {                                             \
           T *row = col + ((c * g->KH + ki) * g->KW + kj) * ld;                           \
-          int64_t off = kj * g->dw - g->pw, ow0, ow1;                                    \
-          valid_cols(off, g->sw, g->W, g->OW, &ow0, &ow1);                               \
-          for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
-            int64_t ih = oh * g->sh - g->ph + ki * g->dh;                                \
-            T *r = row + oh * g->OW;                                                     \
-            if (ih < 0 || ih >= g->H) {                                                  \
-              for (int64_t ow = 0; ow < g->OW; ow++) r[ow] = 0;                          \
-              continue;                                                                  \
-            }                                                                            \
-            const T *xr = x + (c * g->H + ih) * g->W + off;                              \
+          const T *xc = x + c * HW;                                                      \
+          for (int64_t i = 0; i < oh0 * OW; i++) row[i] = 0;                             \
+          for (int64_t i = oh1 * OW; i < OH * OW; i++) row[i] = 0;                       \
+          if (whole) {                                                                   \
+            if (oh1 > oh0)                                                               \
+              memcpy(row + oh0 * OW, xc + (oh0 + offh) * g->W,                           \
+                     (size_t)((oh1 - oh0) * OW) * sizeof(T));                            \
+            continue;                                                                    \
+          }                                                                              \
+          for (int64_t oh = oh0; oh < oh1; oh++) {                                       \
+            T *r = row + oh * OW;                                                        \
+            const T *xr = xc + (oh * g->sh + offh) * g->W + off;                         \
             for (int64_t ow = 0; ow < ow0; ow++) r[ow] = 0;                              \
             if (g->sw == 1 && ow1 - ow0 > 16)                                            \
               memcpy(r + ow0, xr + ow0, (size_t)(ow1 - ow0) * sizeof(T));                \
@@ -72,9 +93,11 @@ static void valid_cols(int64_t off, int64_t sw, int64_t W, int64_t OW, int64_t *
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow];                     \
             else                                                                         \
               for (int64_t ow = ow0; ow < ow1; ow++) r[ow] = xr[ow * g->sw];             \
-            for (int64_t ow = ow1; ow < g->OW; ow++) r[ow] = 0;                          \
+            for (int64_t ow = ow1; ow < OW; ow++) r[ow] = 0;                             \
           }                                                                              \
         }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
   }
 
 /* x[C, H, W] += col2im(col): each column entry adds back where im2col read
@@ -142,12 +165,43 @@ static void col2im_images(kiln_dtype dt, const win_geom *g, const char *col, int
   }
 }
 
+/* dst[l] = epilogue(src[l]) for output channel o (src may be dst; res,
+ * if given, the residual's row). */
+#define DEF_EPI(NAME, T)                                                                 \
+  static void NAME(const conv_epilogue *ep, int64_t o, int64_t L, const T *src, T *dst,  \
+                   const T *res) {                                                       \
+    T t = ep->shift ? ((const T *)ep->shift)[o] : (T)0;                                  \
+    if (ep->scale) {                                                                     \
+      T s = ((const T *)ep->scale)[o];                                                   \
+      for (int64_t l = 0; l < L; l++) dst[l] = src[l] * s + t;                           \
+    } else {                                                                             \
+      for (int64_t l = 0; l < L; l++) dst[l] = src[l] + t;                               \
+    }                                                                                    \
+    if (res)                                                                             \
+      for (int64_t l = 0; l < L; l++) dst[l] += res[l];                                  \
+    if (ep->relu)                                                                        \
+      for (int64_t l = 0; l < L; l++) dst[l] = dst[l] < 0 ? (T)0 : dst[l];               \
+  }
+
+DEF_EPI(epi_f32, float)
+DEF_EPI(epi_f64, double)
+
+static void epilogue(kiln_dtype dt, const conv_epilogue *ep, int64_t o, int64_t L,
+                     const char *src, char *dst, const char *res) {
+  if (dt == KILN_DTYPE_F32)
+    epi_f32(ep, o, L, (const float *)src, (float *)dst, (const float *)res);
+  else
+    epi_f64(ep, o, L, (const double *)src, (double *)dst, (const double *)res);
+}
+
 /* Rows o of m[O, n L] <-> images [n, O, L]: to_images scatters m into
- * img (adding bias[o] if given), else gathers img into m. */
-static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
-                    const char *bias, bool to_images) {
+ * img through the epilogue ep (res: the residual's images, or NULL), else
+ * gathers img into m. */
+NO_CALLS static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, char *img,
+                    const conv_epilogue *ep, const char *res, bool to_images) {
   size_t es = kiln_dtype_size(dt);
   int64_t ld = n * L;
+  bool copy = !ep || (!ep->scale && !ep->shift && !ep->residual && !ep->relu);
 #pragma omp parallel for schedule(static) if (PAR_IMAGES(n, n * O * L))
   for (int64_t j = 0; j < n; j++)
     for (int64_t o = 0; o < O; o++) {
@@ -156,14 +210,10 @@ static void regroup(kiln_dtype dt, int64_t O, int64_t L, int64_t n, char *m, cha
         for (int64_t l = 0; l < L; l++) ((float *)mr)[l] = ((const float *)ir)[l];
       } else if (!to_images) {
         memcpy(mr, ir, (size_t)L * es);
-      } else if (!bias) {
+      } else if (copy) {
         memcpy(ir, mr, (size_t)L * es);
-      } else if (dt == KILN_DTYPE_F32) {
-        float b = ((const float *)bias)[o];
-        for (int64_t l = 0; l < L; l++) ((float *)ir)[l] = ((const float *)mr)[l] + b;
       } else {
-        double b = ((const double *)bias)[o];
-        for (int64_t l = 0; l < L; l++) ((double *)ir)[l] = ((const double *)mr)[l] + b;
+        epilogue(dt, ep, o, L, mr, ir, res ? res + (size_t)((j * O + o) * L) * es : NULL);
       }
     }
 }
@@ -190,7 +240,18 @@ static char *scratch(const char *fn, size_t per, int64_t nb, int n, size_t *bloc
 
 int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
                     const char *bias, char *out) {
+  conv_epilogue ep = {.shift = bias};
+  return op_conv_forward_ep(dt, g, x, w, &ep, out);
+}
+
+int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
+                       const conv_epilogue *ep, char *out) {
   const char *fn = "aten::conv2d";
+  conv_epilogue none = {0};
+  if (!ep) ep = &none;
+  /* only a bias: the GEMM adds it (one image) or the scatter does */
+  bool plain = !ep->scale && !ep->residual && !ep->relu;
+  const char *bias = ep->shift;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W, os = g->O * L, gxs = g->C * g->H * g->W;
   size_t es = kiln_dtype_size(dt), per = 0, block = 0;
@@ -232,6 +293,15 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
       }
       /* one image: straight into the output, the bias as its addend */
       char *c = out + (size_t)(i0 * os + k * Og * L) * es;
+      if (!plain) { /* the epilogue on each row just written (in cache) */
+        op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, 0.0, c, L);
+        for (int64_t o = 0; o < Og; o++) {
+          size_t at = (size_t)(i0 * os + (k * Og + o) * L) * es;
+          epilogue(dt, ep, k * Og + o, L, out + at, out + at,
+                   ep->residual ? ep->residual + at : NULL);
+        }
+        continue;
+      }
       for (int64_t o = 0; bias && o < Og; o++)
         for (int64_t l = 0; l < L; l++) {
           if (dt == KILN_DTYPE_F32) ((float *)c)[o * L + l] = ((const float *)bias)[k * Og + o];
@@ -239,7 +309,9 @@ int op_conv_forward(kiln_dtype dt, const win_geom *g, const char *x, const char 
         }
       op_gemm(dt, false, false, Og, L, K, 1.0, wk, K, b, ldb, bias ? 1.0 : 0.0, c, L);
     }
-    if (n > 1 || swap) regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, bias, true);
+    if (n > 1 || swap)
+      regroup(dt, g->O, L, n, mid, out + (size_t)(i0 * os) * es, ep,
+              ep->residual ? ep->residual + (size_t)(i0 * os) * es : NULL, true);
   }
   core_block_free(buf, block);
   return 0;
@@ -265,7 +337,7 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
     const char *gt = go + (size_t)(i0 * os) * es;
     int64_t ldg = L;
     if (n > 1) {
-      regroup(dt, g->O, L, n, got, (char *)gt, NULL, false);
+      regroup(dt, g->O, L, n, got, (char *)gt, NULL, NULL, false);
       gt = got, ldg = ld;
     }
     for (int64_t k = 0; k < g->G; k++) {

@@ -176,6 +176,11 @@ int pass_functionalize(ir_graph *g);
  *           return (%d)                                                  */
 int pass_cleanup(ir_graph *g);
 
+/* Fuses conv2d + eval-mode batch_norm (+ a residual add_) (+ relu) of the
+ * top block into aten::_conv_bn_eval nodes (Note [Conv bn fusion] in
+ * fuse_conv_bn.c). Returns the number of fusions, or < 0 on OOM. */
+int pass_fuse_conv_bn(ir_graph *g);
+
 /* Runs the pass called name ("dce", "cse", "constant_fold", "peephole",
  * "cleanup") on g. Returns what the pass returns, or KILN_ERR_INVALID
  * (naming the known passes) for an unknown name, changing nothing.

@@ -12,6 +12,7 @@ static int s_fold(ir_graph *g, const pass_opts *o) { return pass_constant_fold(g
 static int s_peephole(ir_graph *g, const pass_opts *o) { return pass_peephole(g); }
 static int s_cse(ir_graph *g, const pass_opts *o) { return pass_cse(g); }
 static int s_dce(ir_graph *g, const pass_opts *o) { return pass_dce(g); }
+static int s_fuse_conv_bn(ir_graph *g, const pass_opts *o) { return pass_fuse_conv_bn(g); }
 static int s_specialize(ir_graph *g, const pass_opts *o) { return pass_specialize_from_profiles(g); }
 static int s_functionalize(ir_graph *g, const pass_opts *o) { return pass_functionalize(g); }
 static int s_autodiff(ir_graph *g, const pass_opts *o) {
@@ -41,6 +42,8 @@ static const pass_step cleanup_steps[] = {
     {"peephole", s_peephole, NULL, 0},
     {"cse", s_cse, NULL, 0},
     {"dce", s_dce, NULL, 0},
+    /* after DCE: a dead eval-mode If reading a conv's result is gone */
+    {"fuse_conv_bn", s_fuse_conv_bn, NULL, 0},
 };
 const pass_pipeline pass_pipeline_cleanup = {"cleanup", 4, STEPS(cleanup_steps)};
 
