@@ -102,20 +102,13 @@ DEF_LN_BWD(f32, float)
 DEF_LN_BWD(f64, double)
 
 /* ---- argument checks ------------------------------------------------------------- */
-/* Checks (input, normalized_shape, weight, bias) as PyTorch; *k = number
- * of normalized dims, *rows, *M the row count and length. */
-static int ln_check(const char *fn, const op_val *a, int *k_out, int64_t *rows, int64_t *M) {
-  char d[64], s[64], xd[128];
-  kiln_tensor *x;
-  int rc = op_arg_tensor(fn, &a[0], "input", &x);
-  if (rc < 0) return rc;
-  if (x->dtype != KILN_DTYPE_F32 && x->dtype != KILN_DTYPE_F64)
-    return core_error(KILN_ERR_INVALID, "%s: not implemented for %s (Float and Double only)", fn,
-                      core_tensor_desc(x, d, sizeof d));
-  if (a[1].tag != OP_VAL_INTS)
+int op_check_norm_shape(const char *fn, const kiln_tensor *x, const op_val *shape,
+                        const op_val wb[2], int *k_out, const int64_t **ns_out) {
+  char d[64], s[64], xd[128]; /* one buffer per argument: their order is unspecified */
+  if (shape->tag != OP_VAL_INTS && shape->tag != OP_VAL_INT)
     return core_error(KILN_ERR_INVALID, "%s: normalized_shape must be an int list", fn);
-  int k = a[1].ints.n;
-  const int64_t *ns = a[1].ints.v;
+  int k = shape->tag == OP_VAL_INT ? 1 : shape->ints.n;
+  const int64_t *ns = shape->tag == OP_VAL_INT ? &shape->i : shape->ints.v;
   bool ok = k <= x->ndim;
   for (int i = 0; ok && i < k; i++) ok = x->shape[x->ndim - k + i] == ns[i];
   if (!ok)
@@ -123,18 +116,37 @@ static int ln_check(const char *fn, const op_val *a, int *k_out, int64_t *rows, 
                       "[*, %s], but got input of size %s", fn,
                       core_shape_str(k, ns, d, sizeof d), core_shape_str(k, ns, s, sizeof s) + 1,
                       core_tensor_desc(x, xd, sizeof xd));
-  for (int w = 2; w <= 3; w++) {
-    if (a[w].tag == OP_VAL_NONE) continue;
-    if (a[w].tag != OP_VAL_TENSOR || a[w].t->ndim != k ||
-        memcmp(a[w].t->shape, ns, (size_t)k * sizeof *ns))
+  for (int w = 0; w < 2; w++) {
+    if (wb[w].tag == OP_VAL_NONE) continue;
+    if (wb[w].tag != OP_VAL_TENSOR || wb[w].t->ndim != k ||
+        memcmp(wb[w].t->shape, ns, (size_t)k * sizeof *ns))
       return core_error(KILN_ERR_INVALID, "%s: %s must have shape %s, got %s", fn,
-                        w == 2 ? "weight" : "bias", core_shape_str(k, ns, s, sizeof s),
-                        op_val_desc(&a[w], d, sizeof d));
-    if (a[w].t->dtype != x->dtype)
+                        w == 0 ? "weight" : "bias", core_shape_str(k, ns, s, sizeof s),
+                        op_val_desc(&wb[w], d, sizeof d));
+  }
+  *k_out = k;
+  *ns_out = ns;
+  return 0;
+}
+
+/* Checks (input, normalized_shape, weight, bias) as PyTorch; *k = number
+ * of normalized dims, *rows, *M the row count and length. */
+static int ln_check(const char *fn, const op_val *a, int *k_out, int64_t *rows, int64_t *M) {
+  char d[64];
+  kiln_tensor *x;
+  int rc = op_arg_tensor(fn, &a[0], "input", &x);
+  if (rc < 0) return rc;
+  if (x->dtype != KILN_DTYPE_F32 && x->dtype != KILN_DTYPE_F64)
+    return core_error(KILN_ERR_INVALID, "%s: not implemented for %s (Float and Double only)", fn,
+                      core_tensor_desc(x, d, sizeof d));
+  int k;
+  const int64_t *ns;
+  if ((rc = op_check_norm_shape(fn, x, &a[1], &a[2], &k, &ns)) < 0) return rc;
+  for (int w = 2; w <= 3; w++)
+    if (a[w].tag == OP_VAL_TENSOR && a[w].t->dtype != x->dtype)
       return core_error(KILN_ERR_INVALID, "%s: expected %s of dtype %s, got %s", fn,
                         w == 2 ? "weight" : "bias", kiln_dtype_name(x->dtype),
                         core_tensor_desc(a[w].t, d, sizeof d));
-  }
   int64_t m = core_numel(k, x->shape + x->ndim - k);
   *k_out = k;
   *M = m;

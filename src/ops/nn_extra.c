@@ -197,26 +197,11 @@ int op_prelu_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
 int op_layer_norm_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   const char *fn = "aten::layer_norm";
   kiln_tensor *x;
-  char d[64], s[64], xd[128]; /* one buffer per argument: their order is unspecified */
   int rc = float_input(fn, &a[0], &x);
   if (rc < 0) return rc;
-  if (a[1].tag != OP_VAL_INTS && a[1].tag != OP_VAL_INT)
-    return core_error(KILN_ERR_INVALID, "%s: normalized_shape must be an int list", fn);
-  int k = a[1].tag == OP_VAL_INT ? 1 : a[1].ints.n;
-  const int64_t *ns = a[1].tag == OP_VAL_INT ? &a[1].i : a[1].ints.v;
-  bool ok = k <= x->ndim;
-  for (int i = 0; ok && i < k; i++) ok = x->shape[x->ndim - k + i] == ns[i];
-  if (!ok)
-    return core_error(KILN_ERR_INVALID, "%s: Given normalized_shape=%s, expected input with shape "
-                      "[*, %s], but got input of size %s", fn,
-                      core_shape_str(k, ns, d, sizeof d), core_shape_str(k, ns, s, sizeof s) + 1,
-                      core_tensor_desc(x, xd, sizeof xd));
-  for (int w = 2; w <= 3; w++)
-    if (a[w].tag == OP_VAL_TENSOR &&
-        (a[w].t->ndim != k || memcmp(a[w].t->shape, ns, (size_t)k * sizeof *ns)))
-      return core_error(KILN_ERR_INVALID, "%s: %s must have shape %s, got %s", fn,
-                        w == 2 ? "weight" : "bias", core_shape_str(k, ns, s, sizeof s),
-                        core_tensor_desc(a[w].t, d, sizeof d));
+  int k;
+  const int64_t *ns;
+  if ((rc = op_check_norm_shape(fn, x, &a[1], &a[2], &k, &ns)) < 0) return rc;
   double eps = a[4].tag == OP_VAL_NONE ? 1e-5 : op_val_num(&a[4]);
   bool fused = x->dtype == KILN_DTYPE_F32 || x->dtype == KILN_DTYPE_F64;
   for (int w = 2; w <= 3; w++) fused = fused && (a[w].tag != OP_VAL_TENSOR || a[w].t->dtype == x->dtype);

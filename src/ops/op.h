@@ -385,6 +385,12 @@ int op_arg_tensor(const char *fn, const op_val *a, const char *name, kiln_tensor
 int op_arg_int(const char *fn, const op_val *a, const char *name, int64_t *out);
 /* Formats "Float[4, 3]" of a tensor arg, "None"/number otherwise. */
 char *op_val_desc(const op_val *v, char *buf, size_t n);
+/* layer_norm's argument checks, as PyTorch's (layer_norm_kernel.c):
+ * normalized_shape `shape` (an int list, or one int) must end x's shape,
+ * weight and bias (args `wb[0]`, `wb[1]`) be None or tensors of that shape;
+ * *k and *ns (pointing into shape) give it. < 0 with the error set. */
+int op_check_norm_shape(const char *fn, const kiln_tensor *x, const op_val *shape,
+                        const op_val wb[2], int *k, const int64_t **ns);
 
 /* dst[i] = src[i] over dst's shape (src broadcast, dtypes converted). */
 void op_copy_into(kiln_tensor *dst, const kiln_tensor *src);
