@@ -55,6 +55,11 @@ int main(int argc, char **argv) {
   /* native fused kernels are not kept in the user's cache by tests (the
    * kernel-file test sets its own directory); kiln subprocesses inherit it */
   setenv("KILN_CACHE_DIR", "off", 0);
+  /* results depend on the thread count (GEMMs and reductions split over
+   * threads round differently), and the suite compares runs with each
+   * other: the count stays what each test asks for, not what the machine's
+   * load leaves (Note [Busy cores]; the threads tests turn it on) */
+  setenv("KILN_ADAPT_THREADS", "0", 0);
   qsort(tests, (size_t)n_tests, sizeof *tests, cmp_case);
   for (int i = 0; i < n_tests; i++) {
     if (filter && !strstr(tests[i].name, filter)) continue;

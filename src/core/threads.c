@@ -51,7 +51,15 @@
  * ends, so nothing of kiln's spins beside the other process. The count
  * asked for (kiln_set_num_threads, KILN_NUM_THREADS, OMP_NUM_THREADS) stays
  * what kiln_get_num_threads returns; KILN_ADAPT_THREADS=0 turns the
- * adaptation off (the count asked for is then always used). */
+ * adaptation off (the count asked for is then always used). The count goes
+ * down only when three checks in a row (40 ms) say so, and this process's runnable
+ * tasks are counted before and after /proc/loadavg is read, so a worker
+ * that stops spinning in between, or a process that ran for a moment, does
+ * not change it on an idle machine. Results depend on the thread count
+ * (GEMMs and reductions split over threads round differently), so beside
+ * busy processes a run may round differently from a quiet one; set
+ * KILN_ADAPT_THREADS=0 (make test does) for runs that must repeat bit for
+ * bit whatever the load. */
 #include <dirent.h>
 #include <omp.h>
 #include <sched.h>
@@ -132,6 +140,9 @@ int core_available_cores(void) {
 static _Thread_local int wanted;  /* asked for on this thread; 0: not yet read */
 static _Thread_local int applied; /* what omp_set_num_threads last got here */
 static _Thread_local long long next_check_ms;
+static _Thread_local int lower_seen; /* a lower count the last checks saw, 0: none */
+static _Thread_local int lower_runs; /* how many checks in a row saw it */
+#define LOWER_CHECKS 3
 static atomic_int adapt = -1; /* -1 until KILN_ADAPT_THREADS is read */
 
 static int wanted_here(void) {
@@ -145,6 +156,7 @@ kiln_status kiln_set_num_threads(int n) {
   wanted = applied = n < max ? n : max;
   omp_set_num_threads(wanted);
   next_check_ms = 0; /* the next op looks at the machine again */
+  lower_seen = lower_runs = 0;
   return KILN_OK;
 }
 
@@ -165,17 +177,8 @@ bool core_threads_set_adaptive(bool on) {
   return old != 0;
 }
 
-/* The runnable tasks of other processes: /proc/loadavg's "R/T" less this
- * process's tasks in state R. -1 if /proc cannot say. */
-static int others_runnable(void) {
-  char buf[256];
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (!f) return -1;
-  size_t len = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[len] = 0;
-  int running = 0;
-  if (sscanf(buf, "%*s %*s %*s %d/", &running) != 1) return -1;
+/* This process's tasks in state R, -1 if /proc cannot say. */
+static int own_runnable(void) {
   DIR *d = opendir("/proc/self/task");
   if (!d) return -1;
   int ours = 0;
@@ -193,6 +196,27 @@ static int others_runnable(void) {
     if (p && p[1] == ' ' && p[2] == 'R') ours++;
   }
   closedir(d);
+  return ours;
+}
+
+/* The runnable tasks of other processes: /proc/loadavg's "R/T" less this
+ * process's tasks in state R, counted before and after it (a worker that
+ * stops spinning in between would otherwise count as another process's).
+ * -1 if /proc cannot say. */
+static int others_runnable(void) {
+  int before = own_runnable();
+  char buf[256];
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (!f || before < 0) {
+    if (f) fclose(f);
+    return -1;
+  }
+  size_t len = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[len] = 0;
+  int running = 0, after = own_runnable();
+  if (sscanf(buf, "%*s %*s %*s %d/", &running) != 1 || after < 0) return -1;
+  int ours = before > after ? before : after;
   return running > ours ? running - ours : 0;
 }
 
@@ -215,6 +239,16 @@ void core_threads_adapt(void) {
   int others = others_runnable();
   if (others < 0) return;
   int n = core_threads_for(w, core_available_cores(), others);
+  /* fewer threads only when LOWER_CHECKS checks in a row (20 ms apart)
+   * say so: a process that ran for a moment does not change the count */
+  if (n < applied) {
+    if (n != lower_seen) {
+      lower_seen = n;
+      lower_runs = 0;
+    }
+    if (++lower_runs < LOWER_CHECKS) return;
+  }
+  lower_seen = lower_runs = 0;
   if (n != applied) omp_set_num_threads(applied = n);
 }
 
