@@ -408,6 +408,7 @@ static kiln_tensor *reduce_float(kiln_tensor *x, kiln_tensor *src, const red_pla
 static kiln_tensor *scatter_reduce(const char *fn, kiln_tensor *x, int dim, kiln_tensor *ix,
                                    kiln_tensor *src, int red, bool incl) {
   char d1[64], d2[64];
+  if (!x || !ix || !src) return NULL; /* a view that ran out of memory: its error is set */
   if (ix->dtype != KILN_DTYPE_I64)
     return core_error(KILN_ERR_INVALID, "%s: Expected dtype int64 for index", fn), NULL;
   if (src->dtype != x->dtype)
