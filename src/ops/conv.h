@@ -39,6 +39,18 @@ typedef struct conv_epilogue {
 int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const char *w,
                        const conv_epilogue *ep, char *out);
 
+/* op_conv_forward_ep's float32 kernel at the AVX-512 level (Note [Implicit
+ * im2col] in conv_avx512.c): same layouts and epilogue. Returns 1 when it
+ * computed out, 0 when it does not apply (another CPU level, an offset
+ * past int32, op_conv_implicit false: the caller runs conv_gemm.c's
+ * path), or KILN_ERR_NOMEM (error set; out unspecified). */
+int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
+                           const conv_epilogue *ep, float *out);
+
+/* Whether op_conv_forward_ep may take op_conv_forward_avx512 (true); a
+ * test hook, so tests compare it with conv_gemm.c's path. */
+extern bool op_conv_implicit;
+
 /* conv2d's argument checks (conv.c): input x [N, G C, H, W], weight w,
  * stride/padding/dilation/groups as conv2d takes them; fills g. 0, or < 0
  * with the error set. */

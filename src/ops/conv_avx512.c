@@ -1,0 +1,400 @@
+/* src/ops/conv_avx512.c: conv2d's float32 forward at AVX-512 without an
+ * im2col matrix: a GEMM whose image operand is packed straight from the
+ * input, with the epilogue applied as each tile leaves the registers.
+ *
+ * Note [Implicit im2col]: profiled on resnet18 at 3x64x64 (perf, 1
+ * thread), the im2col + GEMM path of conv_gemm.c spent, at batch 16, 18%
+ * in im2col, 13% packing that col matrix again into the GEMM's panels, 3%
+ * transposing weight panels and 3% in the epilogue's scatter, against 49%
+ * in the micro-kernels; at batch 1, 43% transposing the weights into
+ * panels (the swapped product of its 2x2 and 4x4 stages: the weights are
+ * 45 MB, streamed from memory three times) against 32% multiplying. Here:
+ *
+ * - out[O, P] = W[O, K] @ col[K, P] over the P = N OH OW positions of the
+ *   whole batch (columns (n, oh, ow)). The micro-kernel keeps an 8 x 32
+ *   tile (8 output channels, 32 positions) in 16 zmm registers over the
+ *   WHOLE K, so every output is written once, with scale, shift, the
+ *   residual and relu applied on the way (Note [Conv epilogue]). 8 rows
+ *   divide every channel count of resnet18 (12 rows left 11% of the 64-row
+ *   products as padding).
+ * - W is read where it lies (8 rows, one broadcast from each per k; each
+ *   cache line serves 16 k), so weights are never packed or copied.
+ * - The image operand is packed once per block of positions into 32-wide
+ *   panels [K][32] (the block sized so that its panels stay in L2), each
+ *   16-lane vector of a panel row (c, ki, kj) read directly from the input:
+ *   one masked load where the 16 positions lie in one output row of a
+ *   stride-1 conv (the padding as masked-off lanes), else one masked
+ *   gather. The masks and offsets depend on (ki, kj) and the position
+ *   only, so they are tabulated once per block for all channels.
+ * - Outputs go straight to [N, O, OH, OW]: a 16-lane vector of positions
+ *   in one image is one store; one that spans images (OH OW not a multiple
+ *   of 16) is a scatter.
+ * - Few positions (P <= 16: batch 1 at resnet18's 2x2 and 4x4 stages),
+ *   where 32-wide panels would be mostly padding, take dot products along
+ *   K instead: the P receptive fields are gathered into rows [P][K] and
+ *   each output is a dot of a weight row with one of them, 4 channels x 4
+ *   positions at a time; the weights are streamed from memory once.
+ *
+ * Every output's sum runs over k in order within one accumulator lane set,
+ * independent of blocking and threads, so results do not depend on the
+ * thread count. They differ from conv_gemm.c's by float32 rounding (its
+ * K slices add partial sums). Taken only at the AVX-512 level, for float32,
+ * and while every element offset fits in int32 (the gathers' indices);
+ * else op_conv_forward_ep runs conv_gemm.c's path. */
+#include <immintrin.h>
+#include <limits.h>
+#include <omp.h>
+
+#include "conv.h"
+
+#ifdef __clang__ /* clang has no GCC target pragma (the fuzz build, make fuzz) */
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl",                        \
+                  "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt") /* CORE_TARGET_AVX512 */
+#endif
+
+bool op_conv_implicit = true;
+
+enum { MR = 8, NR = 32, NCMAX = 1024, DOT_MAX = 16 };
+/* bytes of packed image panels per block (they stay in the 1 MiB L2) */
+#define BLOCK_BYTES ((size_t)512 << 10)
+
+/* Everything a block's tiles need about the convolution (one group). */
+typedef struct conv_job {
+  const win_geom *g;
+  const float *x, *w;    /* the group's input channels and weight rows */
+  const conv_epilogue *ep;
+  float *out;
+  int64_t K, L, P, Og;   /* K = C KH KW, L = OH OW, P = N L */
+  int64_t ch0;           /* the group's first output channel */
+  int64_t xs;            /* elements between images of x */
+} conv_job;
+
+/* A block of nc positions [p0, p0 + nc): its 16-lane vectors' tables. */
+typedef struct conv_block {
+  int64_t p0, nc, nv;    /* nv = ceil(nc / 16) vectors */
+  __m512i *gidx;         /* [nv] gather offsets of (ki, kj) = (0, 0), channel 0 */
+  __m512i *oidx;         /* [nv] output offsets n O L + l (channel 0) */
+  int32_t *row;          /* [nv] lane 0's offset for a row load, or INT32_MIN: gather */
+  int32_t *cont;         /* [nv] lane 0's output offset if the lanes are consecutive there, else -1 */
+  __mmask16 *valid;      /* [nv] lanes inside [p0, p0 + nc) */
+  __mmask16 *mk;         /* [KH KW][nv] lanes whose input (ih, iw) is inside the image */
+  int32_t *koff;         /* [KH KW] offset of (ki, kj) in the input */
+  float *bp;             /* [ceil(nc / 32)][K][32] packed panels */
+} conv_block;
+
+/* Fills b's tables for positions [p0, p0 + nc). */
+static void block_tables(const conv_job *j, conv_block *b, int64_t p0, int64_t nc) {
+  const win_geom *g = j->g;
+  int64_t KK = g->KH * g->KW;
+  b->p0 = p0, b->nc = nc, b->nv = (nc + 15) / 16;
+  for (int64_t kk = 0; kk < KK; kk++)
+    b->koff[kk] = (int32_t)((kk / g->KW) * g->dh * g->W + (kk % g->KW) * g->dw);
+  for (int64_t v = 0; v < b->nv; v++) {
+    int32_t gi[16], oi[16], ihb[16], iwb[16];
+    __mmask16 val = 0;
+    bool run = g->sw == 1, cont = true;
+    for (int l = 0; l < 16; l++) {
+      int64_t p = p0 + v * 16 + l;
+      if (p >= p0 + nc) { /* past the block: masked off everywhere */
+        gi[l] = oi[l] = ihb[l] = iwb[l] = 0;
+        continue;
+      }
+      int64_t n = p / j->L, q = p % j->L, oh = q / g->OW, ow = q % g->OW;
+      ihb[l] = (int32_t)(oh * g->sh - g->ph);
+      iwb[l] = (int32_t)(ow * g->sw - g->pw);
+      gi[l] = (int32_t)(n * j->xs + ihb[l] * g->W + iwb[l]);
+      oi[l] = (int32_t)(n * g->O * j->L + q);
+      val |= (__mmask16)(1u << l);
+      if (l > 0 && (ihb[l] != ihb[0] || iwb[l] != iwb[0] + l || gi[l] != gi[0] + l)) run = false;
+      if (l > 0 && oi[l] != oi[0] + l) cont = false;
+    }
+    b->gidx[v] = _mm512_loadu_si512(gi);
+    b->oidx[v] = _mm512_loadu_si512(oi);
+    b->row[v] = run ? gi[0] : INT32_MIN;
+    b->cont[v] = cont ? oi[0] : -1;
+    b->valid[v] = val;
+    for (int64_t kk = 0; kk < KK; kk++) {
+      int64_t dih = (kk / g->KW) * g->dh, diw = (kk % g->KW) * g->dw;
+      __mmask16 m = 0;
+      for (int l = 0; l < 16; l++) {
+        int64_t ih = ihb[l] + dih, iw = iwb[l] + diw;
+        if ((val >> l & 1) && ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
+          m |= (__mmask16)(1u << l);
+      }
+      b->mk[kk * b->nv + v] = m;
+    }
+  }
+}
+
+/* Packs the block's image panels: bp[v / 2][k][(v % 2) 16 + lane] =
+ * x[position of lane, input element of row k = (c, ki, kj)], 0 where that
+ * lies in the padding or past the block. */
+static void pack_block(const conv_job *j, conv_block *b) {
+  const win_geom *g = j->g;
+  int64_t KK = g->KH * g->KW, HW = g->H * g->W, K = j->K, nv = b->nv;
+  const float *x = j->x;
+  for (int64_t k = 0; k < K; k++) {
+    int64_t c = k / KK, kk = k % KK;
+    int32_t off = (int32_t)(c * HW) + b->koff[kk];
+    const __mmask16 *mk = b->mk + kk * nv;
+    __m512i voff = _mm512_set1_epi32(off);
+    for (int64_t v = 0; v < nv; v++) {
+      float *dst = b->bp + (v / 2) * K * NR + k * NR + (v % 2) * 16;
+      __mmask16 m = mk[v];
+      __m512 r;
+      if (!m) r = _mm512_setzero_ps();
+      else if (b->row[v] != INT32_MIN) r = _mm512_maskz_loadu_ps(m, x + (b->row[v] + off));
+      else
+        r = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_add_epi32(b->gidx[v], voff),
+                                     x, 4);
+      _mm512_store_ps(dst, r);
+    }
+    if (nv % 2) _mm512_store_ps(b->bp + (nv / 2) * K * NR + k * NR + 16, _mm512_setzero_ps());
+  }
+}
+
+/* One output vector val of channel ch (global) for the block's vector v:
+ * the epilogue, then the store into out. */
+static inline void put(const conv_job *j, const conv_block *b, int64_t v, int64_t ch, __m512 val,
+                       __m512 s, __m512 t) {
+  const conv_epilogue *ep = j->ep;
+  int64_t L = j->L;
+  if (ep->scale) val = _mm512_mul_ps(val, s);
+  if (ep->shift) val = _mm512_add_ps(val, t);
+  __mmask16 m = b->valid[v];
+  int32_t c0 = b->cont[v];
+  if (c0 >= 0) {
+    int64_t at = c0 + ch * L;
+    if (ep->residual)
+      val = _mm512_add_ps(val, _mm512_maskz_loadu_ps(m, (const float *)ep->residual + at));
+    if (ep->relu) val = _mm512_max_ps(_mm512_setzero_ps(), val); /* NaN stays */
+    _mm512_mask_storeu_ps(j->out + at, m, val);
+    return;
+  }
+  __m512i idx = _mm512_add_epi32(b->oidx[v], _mm512_set1_epi32((int32_t)(ch * L)));
+  if (ep->residual)
+    val = _mm512_add_ps(
+        val, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, (const float *)ep->residual, 4));
+  if (ep->relu) val = _mm512_max_ps(_mm512_setzero_ps(), val);
+  _mm512_mask_i32scatter_ps(j->out, m, idx, val, 4);
+}
+
+/* The tile of rows [o0, o0 + mr) (mr <= MR, of the group) and panel jp of
+ * the block: the whole K's sums, then put. Rows past mr read row mr - 1. */
+static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp) {
+  int64_t K = j->K;
+  const float *a[MR];
+  for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * K;
+  const float *bp = b->bp + jp * K * NR;
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+              *a6 = a[6], *a7 = a[7];
+  for (int64_t k = 0; k < K; k++) {
+    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#define ROW(i, p)                                                        \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(p[k]);                                    \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+    ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3);
+    ROW(4, a4); ROW(5, a5); ROW(6, a6); ROW(7, a7);
+#undef ROW
+    bp += NR;
+  }
+  const conv_epilogue *ep = j->ep;
+  int64_t v0 = jp * 2;
+  for (int i = 0; i < mr; i++) {
+    int64_t ch = j->ch0 + o0 + i;
+    __m512 s = _mm512_set1_ps(ep->scale ? ((const float *)ep->scale)[ch] : 1.0f);
+    __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
+    put(j, b, v0, ch, acc[i][0], s, t);
+    if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
+  }
+}
+
+/* Rows [r0, r1) of the group over block b (packed). */
+static void block_rows(const conv_job *j, const conv_block *b, int64_t r0, int64_t r1) {
+  int64_t np = (b->nv + 1) / 2;
+  for (int64_t o = r0; o < r1; o += MR) {
+    int mr = (int)(r1 - o < MR ? r1 - o : MR);
+    for (int64_t jp = 0; jp < np; jp++) tile(j, b, o, mr, jp);
+  }
+}
+
+/* ---- few positions: dot products along K --------------------------------- */
+
+/* rows[p][k] (rows kp apart, zero past K) = the receptive field of
+ * position p of the group's input: x[c, ih, iw] at k = (c, ki, kj). */
+static void gather_rows(const conv_job *j, float *rows, int64_t kp) {
+  const win_geom *g = j->g;
+  int64_t KK = g->KH * g->KW, HW = g->H * g->W;
+  for (int64_t p = 0; p < j->P; p++) {
+    int64_t n = p / j->L, q = p % j->L, oh = q / g->OW, ow = q % g->OW;
+    float *r = rows + p * kp;
+    const float *xn = j->x + n * j->xs;
+    for (int64_t k = 0; k < kp; k++) {
+      if (k >= j->K) {
+        r[k] = 0.0f;
+        continue;
+      }
+      int64_t c = k / KK, kk = k % KK;
+      int64_t ih = oh * g->sh - g->ph + (kk / g->KW) * g->dh;
+      int64_t iw = ow * g->sw - g->pw + (kk % g->KW) * g->dw;
+      r[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xn[c * HW + ih * g->W + iw] : 0.0f;
+    }
+  }
+}
+
+static inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* out at channel rows [o0, o0 + 4) x positions [p0, p0 + 4) (clamped to
+ * the group's Og and P; duplicates are computed and dropped). */
+static void dot_tile(const conv_job *j, const float *rows, int64_t kp, int64_t o0, int64_t p0) {
+  int64_t K = j->K;
+  const float *a[4], *r[4];
+  for (int i = 0; i < 4; i++) {
+    a[i] = j->w + (o0 + i < j->Og ? o0 + i : j->Og - 1) * K;
+    r[i] = rows + (p0 + i < j->P ? p0 + i : j->P - 1) * kp;
+  }
+  __m512 acc[4][4];
+  for (int i = 0; i < 4; i++)
+    for (int q = 0; q < 4; q++) acc[i][q] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; k += 16) {
+    __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+    __m512 wv[4], xv[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+      wv[i] = _mm512_maskz_loadu_ps(m, a[i] + k);
+      xv[i] = _mm512_load_ps(r[i] + k);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++)
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; q++) acc[i][q] = _mm512_fmadd_ps(wv[i], xv[q], acc[i][q]);
+  }
+  const conv_epilogue *ep = j->ep;
+  const win_geom *g = j->g;
+  for (int i = 0; i < 4 && o0 + i < j->Og; i++) {
+    int64_t ch = j->ch0 + o0 + i;
+    float s = ep->scale ? ((const float *)ep->scale)[ch] : 1.0f;
+    float t = ep->shift ? ((const float *)ep->shift)[ch] : 0.0f;
+    for (int q = 0; q < 4 && p0 + q < j->P; q++) {
+      int64_t p = p0 + q, at = (p / j->L * g->O + ch) * j->L + p % j->L;
+      float v = hsum(acc[i][q]);
+      if (ep->scale) v = v * s;
+      if (ep->shift) v = v + t;
+      if (ep->residual) v += ((const float *)ep->residual)[at];
+      if (ep->relu) v = v < 0 ? 0.0f : v;
+      j->out[at] = v;
+    }
+  }
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+/* Scratch of one thread for blocks of up to nc positions: NULL on OOM. */
+static char *block_scratch(const conv_job *j, int64_t nc, conv_block *b, size_t *nbytes) {
+  int64_t nv = (nc + 15) / 16, KK = j->g->KH * j->g->KW, np = (nv + 1) / 2;
+  size_t vec = (size_t)nv * 64, pan = (size_t)(np * j->K * NR) * sizeof(float);
+  size_t tab = (size_t)nv * (2 * sizeof(int32_t) + sizeof(__mmask16)) +
+               (size_t)(KK * nv) * sizeof(__mmask16) + (size_t)KK * sizeof(int32_t);
+  size_t all = pan + 2 * vec + tab + 64;
+  char *p = core_block_alloc(all, nbytes);
+  if (!p) return NULL;
+  b->bp = (float *)p;
+  b->gidx = (__m512i *)(p + pan);
+  b->oidx = (__m512i *)(p + pan + vec);
+  char *q = p + pan + 2 * vec;
+  b->row = (int32_t *)q, q += (size_t)nv * sizeof(int32_t);
+  b->cont = (int32_t *)q, q += (size_t)nv * sizeof(int32_t);
+  b->koff = (int32_t *)q, q += (size_t)KK * sizeof(int32_t);
+  b->valid = (__mmask16 *)q, q += (size_t)nv * sizeof(__mmask16);
+  b->mk = (__mmask16 *)q;
+  return p;
+}
+
+/* The dot-product path of one group (Note [Implicit im2col]). */
+static int run_dot(const conv_job *j, int nt) {
+  int64_t kp = (j->K + 15) / 16 * 16;
+  size_t nbytes = 0, need = (size_t)(j->P * kp) * sizeof(float);
+  float *rows = core_block_alloc(need, &nbytes);
+  if (!rows) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for %zu bytes", need);
+  gather_rows(j, rows, kp);
+  int64_t nq = (j->P + 3) / 4, no = (j->Og + 3) / 4;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t t = 0; t < no * nq; t++) dot_tile(j, rows, kp, t / nq * 4, t % nq * 4);
+  core_block_free(rows, nbytes);
+  return 0;
+}
+
+/* The GEMM path of one group: blocks of nc positions, each packed once by
+ * the thread that runs its rows; with fewer blocks than threads each
+ * thread packs the block and runs a share of the rows. */
+static int run_gemm(const conv_job *j, int nt) {
+  int64_t nc = (int64_t)(BLOCK_BYTES / ((size_t)j->K * NR * sizeof(float))) * NR;
+  if (nc < NR) nc = NR;
+  if (nc > NCMAX) nc = NCMAX;
+  int64_t pr = (j->P + NR - 1) / NR * NR;
+  if (nc > pr) nc = pr;
+  int64_t nblk = (j->P + nc - 1) / nc, split = nblk >= nt ? 1 : nt;
+  int64_t rows_per = ((j->Og + split - 1) / split + MR - 1) / MR * MR;
+  int failed = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    conv_block b;
+    size_t nbytes = 0;
+    char *mem = block_scratch(j, nc, &b, &nbytes);
+    if (!mem) {
+#pragma omp atomic write
+      failed = 1;
+    }
+#pragma omp for schedule(static)
+    for (int64_t it = 0; it < nblk * split; it++) { /* thread t: share t of every block */
+      int64_t blk = it % nblk, s = it / nblk;
+      int64_t r0 = s * rows_per, r1 = r0 + rows_per < j->Og ? r0 + rows_per : j->Og;
+      if (!mem || r0 >= r1) continue;
+      core_poll(); /* Note [Kernel poll] */
+      int64_t p0 = blk * nc;
+      block_tables(j, &b, p0, j->P - p0 < nc ? j->P - p0 : nc);
+      pack_block(j, &b);
+      block_rows(j, &b, r0, r1);
+    }
+    if (mem) core_block_free(mem, nbytes);
+  }
+  if (failed) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for packed panels");
+  return 0;
+}
+
+int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
+                           const conv_epilogue *ep, float *out) {
+  if (core_cpu_level() != CORE_CPU_AVX512) return 0;
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  int64_t xs = g->G * g->C * g->H * g->W;
+  /* every offset a gather, scatter or table holds must fit in int32 */
+  if (K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs || g->N * g->O > INT32_MAX / L ||
+      K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W || g->KW * g->dw > INT32_MAX / 4)
+    return 0;
+  conv_epilogue none = {0};
+  int64_t P = g->N * L;
+  double work = (double)P * (double)g->O * (double)K;
+  int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
+  for (int64_t k = 0; k < g->G; k++) {
+    conv_job j = {.g = g, .x = x + k * g->C * g->H * g->W, .w = w + k * Og * K,
+                  .ep = ep ? ep : &none, .out = out, .K = K, .L = L, .P = P, .Og = Og,
+                  .ch0 = k * Og, .xs = xs};
+    int rc = P <= DOT_MAX ? run_dot(&j, nt) : run_gemm(&j, nt);
+    if (rc < 0) return rc;
+  }
+  return 1;
+}
+
+#ifdef __clang__
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
