@@ -519,6 +519,7 @@ static int run_task(ag_task *t, kiln_tensor *const *roots, kiln_tensor *const *g
   if ((rc = discover(t, root_nodes, n_roots)) < 0) goto out;
   op_grad_enabled = t->create_graph;
   cur_task = t;
+  op_pack_scope_begin(); /* Note [Packed B cache] */
   kiln_scope_begin();
   for (int i = 0; i < n_roots && rc == 0; i++) {
     kiln_tensor *g = grads && grads[i] ? grads[i]
@@ -576,6 +577,7 @@ static int run_task(ag_task *t, kiln_tensor *const *roots, kiln_tensor *const *g
   }
 cleanup:
   for (int i = 0; i < t->n_nodes; i++) drop_inbuf(t->nodes[i]);
+  op_pack_scope_end();
   cur_task = NULL;
   op_grad_enabled = prev_mode;
 out:

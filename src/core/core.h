@@ -94,6 +94,8 @@ typedef enum core_device { CORE_DEVICE_CPU = 0, CORE_DEVICE_LAZY = 1 } core_devi
 typedef struct core_storage {
   _Atomic int refcount; /* atomic: Note [Threads] in include/kiln.h */
   uint32_t version;
+  uint64_t uid;        /* unique for the process's life, never reused (Note
+                         [Packed B cache] in src/ops/sgemm_pack_cache.c) */
   uint32_t ag_rebases; /* autograd histories rebased onto this memory (Note
                          [View regeneration] in src/autograd/views.c) */
   size_t nbytes;
@@ -237,6 +239,8 @@ static inline void core_bump_version(kiln_tensor *t) {
   if (t->storage) t->storage->version++;
 }
 void core_storage_release(core_storage *s);
+/* A new storage uid: unique for the process's life (never fails). */
+uint64_t core_storage_uid(void);
 
 /* ---- JSON text (json.c, on jansson) -------------------------------------- */
 struct json_t;

@@ -1,6 +1,7 @@
 /* src/core/tensor.c: tensor and storage lifetime, metadata accessors,
  * creation of plain (non-op) tensors. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -140,6 +141,12 @@ int core_buf_bytes(const char *fn, uint64_t a, uint64_t b, uint64_t c, size_t *o
   return 0;
 }
 
+static _Atomic uint64_t next_storage_uid = 1; /* atomic: Note [Threads] in kiln.h */
+
+uint64_t core_storage_uid(void) {
+  return atomic_fetch_add_explicit(&next_storage_uid, 1, memory_order_relaxed);
+}
+
 kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   size_t nbytes;
   if (core_check_shape("empty", ndim, shape) < 0) return NULL;
@@ -162,6 +169,7 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   s->block = block;
   s->refcount = 1;
   s->version = 0;
+  s->uid = core_storage_uid();
   s->ag_rebases = 0;
   s->nbytes = nbytes;
   s->data = mem + head;
@@ -427,6 +435,7 @@ kiln_tensor *kiln_from_blob(void *data, int ndim, const int64_t *shape, const in
     return NULL;
   }
   memset(s, 0, sizeof *s);
+  s->uid = core_storage_uid();
   s->block = block;
   s->refcount = 1;
   s->nbytes = nbytes;

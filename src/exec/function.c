@@ -165,7 +165,9 @@ int kiln_function_call(kiln_function *f, const kiln_value *inputs, int n_inputs,
   for (int i = 0; i < n_inputs && rc == 0; i++) rc = to_exec(&inputs[i], &in[i]);
   if (rc < 0) goto done;
   pthread_mutex_lock(&f->lock);
+  op_pack_scope_begin(); /* Note [Packed B cache] */
   rc = exec_function_run(f->ex, in, out);
+  op_pack_scope_end();
   pthread_mutex_unlock(&f->lock);
   if (rc < 0) goto done;
   for (int i = 0; i < f->n_outputs && rc == 0; i++) rc = from_exec(&out[i], outputs, max_outputs, &n);

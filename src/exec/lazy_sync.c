@@ -388,7 +388,9 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   lazy_metric_add(LAZY_M_DONATED_BUFFERS, donated);
   int64_t t0 = now_ns();
   bool prev = kiln_set_grad_enabled(false); /* the graph already holds the backward */
+  op_pack_scope_begin(); /* Note [Packed B cache] */
   rc = exec_code_run_owned(code, ins, outs);
+  op_pack_scope_end();
   kiln_set_grad_enabled(prev);
   lazy_metric_add(LAZY_M_EXECUTE_TIME, now_ns() - t0);
   lazy_metric_add(LAZY_M_EXECUTE_GRAPH, 1);

@@ -93,8 +93,11 @@ int op_native_dropout_grad(op_grad_ctx *g) {
 
 /* ---- dropout (decomposes) ---------------------------------------------------------- */
 
-/* Training: native_dropout's output (its mask is dropped). Otherwise the
- * input itself, as PyTorch returns it (a new reference to the same tensor). */
+/* Training: native_dropout's output (its mask is dropped). Otherwise, and
+ * when p is 0 or the input is empty, the input itself, as PyTorch's CPU
+ * dropout returns it (a new reference to the same tensor; _dropout_impl in
+ * ATen's Dropout.cpp): no mask is drawn, so the generator does not advance,
+ * and the gradient passes through unchanged. */
 int op_dropout_decompose(const op_val *a, int n, kiln_tensor **outs, int max_outs) {
   const char *fn = "aten::dropout";
   char d[160];
@@ -106,7 +109,7 @@ int op_dropout_decompose(const op_val *a, int n, kiln_tensor **outs, int max_out
   if (a[2].tag != OP_VAL_BOOL)
     return core_error(KILN_ERR_INVALID, "%s: train must be a bool, got %s", fn,
                       op_val_desc(&a[2], d, sizeof d));
-  if (!a[2].b) {
+  if (!a[2].b || p == 0 || kiln_tensor_numel(a[0].t) == 0) {
     outs[0] = core_autorelease(kiln_retain(a[0].t));
     return outs[0] ? 1 : KILN_ERR_NOMEM;
   }

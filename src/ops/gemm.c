@@ -128,10 +128,13 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
    * kernels: 16), so no thread runs a partial panel in the middle of C */
   int64_t unit = dt != KILN_DTYPE_F32 ? 16 : op_sgemm_panel(by_rows);
   int64_t chunk = ((len + nt - 1) / nt + unit - 1) / unit * unit;
+  op_pack_src src = op_pack_src_swap(NULL); /* Note [Packed B cache]: the caller's B */
+  op_pack_src_swap(&src);
 #pragma omp parallel for schedule(static) num_threads(nt)
   for (int t = 0; t < nt; t++) {
     int64_t s0 = (int64_t)t * chunk, s1 = s0 + chunk < len ? s0 + chunk : len;
     if (s0 >= s1) continue;
+    op_pack_src prev = op_pack_src_swap(&src); /* each worker reads its own slice of B */
     if (by_rows) {
       /* rows [s0, s1) of C come from rows [s0, s1) of op(A) */
       const char *a = (const char *)A + (size_t)(ta ? s0 : s0 * lda) * es;
@@ -151,5 +154,6 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
       call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, add ? &d : NULL, c, ldc);
       if (ep) ep(c, M, s1 - s0, ldc, ep_ctx);
     }
+    op_pack_src_swap(&prev);
   }
 }

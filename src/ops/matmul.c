@@ -172,10 +172,15 @@ static int gemm_run(kiln_dtype dt, int64_t batch, int64_t n, int64_t k, int64_t 
       gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta, NULL,
                 (char *)C + i * n * m * (int64_t)es);
   } else {
-    /* Large products: BLAS parallelises each one itself. */
+    /* Large products: BLAS parallelises each one itself. One product on a
+     * B of its own memory may reuse B's packed panels: Note [Packed B cache] */
+    op_pack_src src;
+    op_pack_src_of(batch == 1 && !B.copy ? b : NULL, &src);
+    op_pack_src prev = op_pack_src_swap(&src);
     for (int64_t i = 0; i < batch; i++)
       gemm_blas(dt, &A, &B, i, (int)n, (int)k, (int)m, alpha, beta, batch == 1 ? add : NULL,
                 (char *)C + i * n * m * (int64_t)es);
+    op_pack_src_swap(&prev);
   }
   kiln_release(A.copy);
   kiln_release(B.copy);
@@ -414,8 +419,12 @@ int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     kiln_release(A.copy);
     return rc;
   }
+  op_pack_src src; /* Note [Packed B cache] */
+  op_pack_src_of(B.copy ? NULL : y, &src);
+  op_pack_src prev = op_pack_src_swap(&src);
   op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, alpha, A.base, A.ld, B.base, B.ld, beta,
              direct ? &d : NULL, core_data(o[0]), nc > 1 ? nc : 1, act_epilogue, &ctx);
+  op_pack_src_swap(&prev);
   kiln_release(A.copy);
   kiln_release(B.copy);
   return 0;

@@ -449,6 +449,35 @@ int op_sgemm_panel(bool rows);
  * NULL when it cannot grow. */
 float *op_sgemm_pack(int which, size_t n);
 
+/* Note [Packed B cache] (sgemm_pack_cache.c): packed B panels reused
+ * across products on one weight inside a scope. */
+typedef struct op_pack_src {
+  uint64_t uid, epoch;
+  uint32_t version;
+  const char *lo, *hi; /* the bytes of B's storage */
+} op_pack_src;
+typedef struct op_pack_entry op_pack_entry;
+/* Opens and closes a cache scope on this thread (they nest; the outermost
+ * end frees the scope's entries). Never fail. */
+void op_pack_scope_begin(void);
+void op_pack_scope_end(void);
+/* Fills *src to name b as a GEMM's B operand (zero, i.e. not cached,
+ * outside a scope or for a tensor without CPU memory). */
+void op_pack_src_of(const kiln_tensor *b, op_pack_src *src);
+/* Makes *src (NULL: none) this thread's current B source for the kernels,
+ * returning the previous one to restore. */
+op_pack_src op_pack_src_swap(const op_pack_src *src);
+/* The cache entry for the packed panels (n floats) of block (jc, pc, kc,
+ * nc) of B under the current source and kernel: *panels points at them,
+ * *ready says whether they are filled (else the caller packs into them);
+ * NULL (nothing set) when not cached. Pinned until op_pack_put (NULL ok). */
+op_pack_entry *op_pack_get(const float *B, int64_t ldb, bool tb, int64_t jc, int64_t pc,
+                           int64_t kc, int64_t nc, int kernel, size_t n, float **panels,
+                           bool *ready);
+void op_pack_put(op_pack_entry *e);
+/* Lookups that hit so far, and the entries held now (for tests). */
+void op_pack_stats(long *n_hits, int *n_entries);
+
 /* The addend of a GEMM, C = alpha op(A) op(B) + beta D: D[i, j] is at
  * data + (i * rs + j * cs) elements (a 0 stride broadcasts, as addmm's
  * bias row), in C's dtype. It may be C itself (same strides), nothing

@@ -261,10 +261,15 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
     int64_t nc = N - jc < NC ? N - jc : NC;
     for (int64_t pc = 0; pc < K; pc += kcmax) {
       int64_t kc = K - pc < kcmax ? K - pc : kcmax;
-      for (int64_t j = 0; j < nc; j += NR) {
+      /* Note [Packed B cache]: a weight's panels may be packed already */
+      float *bq = bp;
+      bool ready;
+      op_pack_entry *pe = op_pack_get(B, ldb, tb, jc, pc, kc, nc, 512,
+                                      (size_t)((nc + NR - 1) / NR * NR * kc), &bq, &ready);
+      for (int64_t j = 0; j < nc && !ready; j += NR) {
         int64_t w = nc - j < NR ? nc - j : NR;
-        if (tb) pack_transposed(bp + j * kc, NR, B + (jc + j) * ldb + pc, ldb, kc, w);
-        else pack_kmajor(bp + j * kc, NR, B + pc * ldb + jc + j, ldb, kc, w);
+        if (tb) pack_transposed(bq + j * kc, NR, B + (jc + j) * ldb + pc, ldb, kc, w);
+        else pack_kmajor(bq + j * kc, NR, B + pc * ldb + jc + j, ldb, kc, w);
       }
       /* the first K slice adds beta D; the later ones add to C */
       float be = pc == 0 ? beta : 1.0f;
@@ -284,14 +289,15 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
             const float *di = d + (ic + i) * ld + jc + j;
             float *ci = C + (ic + i) * ldc + jc + j;
             if (i < full)
-              micro_direct(kc, A + (ic + i) * lda + pc, lda, bp + j * kc, di, ld, ci, ldc, m0, m1,
+              micro_direct(kc, A + (ic + i) * lda + pc, lda, bq + j * kc, di, ld, ci, ldc, m0, m1,
                            alpha, be);
             else
-              micro(kc, ap + (i - full) * kc, bp + j * kc, di, ld, ci, ldc,
+              micro(kc, ap + (i - full) * kc, bq + j * kc, di, ld, ci, ldc,
                     (int)(mc - i < MR ? mc - i : MR), m0, m1, alpha, be);
           }
         }
       }
+      op_pack_put(pe);
     }
   }
   return true;

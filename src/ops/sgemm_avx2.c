@@ -209,9 +209,14 @@ bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
     int64_t nc = N - jc < NC ? N - jc : NC;
     for (int64_t pc = 0; pc < K; pc += kcmax) {
       int64_t kc = K - pc < kcmax ? K - pc : kcmax;
-      for (int64_t j = 0; j < nc; j += NR) {
+      /* Note [Packed B cache]: a weight's panels may be packed already */
+      float *bq = bp;
+      bool ready;
+      op_pack_entry *pe = op_pack_get(B, ldb, tb, jc, pc, kc, nc, 2,
+                                      (size_t)((nc + NR - 1) / NR * NR * kc), &bq, &ready);
+      for (int64_t j = 0; j < nc && !ready; j += NR) {
         int64_t w = nc - j < NR ? nc - j : NR;
-        pack_b(bp + j * kc, tb, tb ? B + (jc + j) * ldb + pc : B + pc * ldb + jc + j, ldb, kc,
+        pack_b(bq + j * kc, tb, tb ? B + (jc + j) * ldb + pc : B + pc * ldb + jc + j, ldb, kc,
                w);
       }
       /* the first K slice adds beta D; the later ones add to C */
@@ -224,10 +229,11 @@ bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
         pack_a(ap, ta, ta ? A + pc * lda + ic : A + ic * lda + pc, lda, mc, kc);
         for (int64_t j = 0; j < nc; j += NR)
           for (int64_t i = 0; i < mc; i += MR)
-            micro(kc, ap + i * kc, bp + j * kc, d + (ic + i) * ld + jc + j, ld,
+            micro(kc, ap + i * kc, bq + j * kc, d + (ic + i) * ld + jc + j, ld,
                   C + (ic + i) * ldc + jc + j, ldc, mc - i < MR ? mc - i : MR,
                   nc - j < NR ? nc - j : NR, alpha, be);
       }
+      op_pack_put(pe);
     }
   }
   return true;

@@ -109,6 +109,32 @@ TEST(dropout_eval_and_generator) {
   kiln_scope_end();
 }
 
+/* p = 0 in training is PyTorch's CPU dropout's early return (_dropout_impl):
+ * the input itself, no mask drawn (the default generator stays where it
+ * was), and the gradient flows through unchanged. */
+TEST(dropout_p0_training_is_identity) {
+  kiln_scope_begin();
+  kiln_tensor *x = kiln_full(1, (int64_t[]){16}, 1.5, KILN_DTYPE_F32);
+  kiln_set_requires_grad(x, true);
+  uint64_t before[4], after[4];
+  kiln_manual_seed(5);
+  kiln_generator_get_state(kiln_default_generator(), before);
+  kiln_tensor *y = kiln_dropout(x, 0.0, true, NULL);
+  kiln_generator_get_state(kiln_default_generator(), after);
+  CHECK(y == x);
+  CHECK(!memcmp(before, after, sizeof before));
+  kiln_tensor *l = kiln_sum(kiln_mul_scalar(y, 3.0), NULL, 0, false);
+  CHECK(l && kiln_backward(l, NULL) == 0);
+  kiln_tensor *gx = kiln_tensor_grad(x);
+  CHECK(gx != NULL);
+  for (int64_t i = 0; gx && i < 16; i++) CHECK_NEAR(core_get_flat(gx, i), 3.0, 0);
+  /* p > 0 still draws */
+  kiln_tensor *z = kiln_dropout(x, 0.5, true, NULL);
+  kiln_generator_get_state(kiln_default_generator(), after);
+  CHECK(z && z != x && memcmp(before, after, sizeof before) != 0);
+  kiln_scope_end();
+}
+
 TEST(dropout_backward_uses_mask) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_full(1, (int64_t[]){64}, 3.0, KILN_DTYPE_F64);

@@ -1,0 +1,73 @@
+/* tests/ops/test_pack_cache.c: the packed-B cache (Note [Packed B cache]):
+ * products on one weight inside a scope hit the cache and give the same
+ * bits as without it, in both layouts the recurrent step uses (h @ W^T and
+ * g @ W); an in-place write inside the scope, and a write through the data
+ * pointer between scopes, are never read stale; a scope's end frees it. */
+#include "ops/op.h"
+#include "test.h"
+
+/* C = a @ b in double, element (i, j); a [M, K], b [K, N] as strided views */
+static double ref(const kiln_tensor *a, const kiln_tensor *b, int64_t i, int64_t j) {
+  double s = 0;
+  for (int64_t k = 0; k < a->shape[1]; k++)
+    s += core_get_flat(a, i * a->shape[1] + k) * core_get_flat(b, k * b->shape[1] + j);
+  return s;
+}
+
+static bool same_bits(const kiln_tensor *x, const kiln_tensor *y) {
+  return x && y && kiln_tensor_numel(x) == kiln_tensor_numel(y) &&
+         memcmp(kiln_tensor_data(x), kiln_tensor_data(y),
+                (size_t)kiln_tensor_numel(x) * sizeof(float)) == 0;
+}
+
+/* a @ b outside any scope (never cached), inside the caller's scope */
+static kiln_tensor *plain(kiln_tensor *a, kiln_tensor *b) { return kiln_mm(a, b); }
+
+static void run_layout(bool transposed) {
+  kiln_generator *g = kiln_generator_new(19);
+  const int64_t sw[2] = {1024, 256}, sh[2] = {32, transposed ? 256 : 1024};
+  kiln_scope_begin();
+  kiln_tensor *w = kiln_randn(2, sw, KILN_DTYPE_F32, g), *h = kiln_randn(2, sh, KILN_DTYPE_F32, g);
+  kiln_tensor *b = transposed ? kiln_t(w) : w; /* h @ W^T, or g @ W */
+  kiln_tensor *want = plain(h, b), *got[4] = {0};
+  long hits0, hits1;
+  int n_entries;
+  op_pack_stats(&hits0, &n_entries);
+  op_pack_scope_begin();
+  for (int r = 0; r < 4; r++) got[r] = kiln_mm(h, b);
+  op_pack_stats(&hits1, &n_entries);
+  CHECK_MSG(hits1 - hits0 >= 2, "the 3rd and 4th products should hit: %ld hits", hits1 - hits0);
+  CHECK(n_entries > 0);
+  for (int r = 0; r < 4; r++) CHECK_MSG(same_bits(got[r], want), "product %d differs", r);
+  /* the values are the product's (not just self-consistent) */
+  int64_t n = b->shape[1];
+  for (int64_t i = 0; i < 32; i += 7)
+    for (int64_t j = 0; j < n; j += 37)
+      CHECK_NEAR(core_get_flat(got[3], i * n + j), ref(h, b, i, j), 1e-3);
+  /* an in-place write raises the version: the next product reads W anew */
+  CHECK(kiln_mul_scalar_(w, -0.5) == KILN_OK);
+  kiln_tensor *after = kiln_mm(h, b), *after2 = kiln_mm(h, b);
+  op_pack_scope_end();
+  op_pack_stats(&hits1, &n_entries);
+  CHECK_EQ_INT(n_entries, 0); /* the scope's end freed its entries */
+  kiln_tensor *want2 = plain(h, b);
+  CHECK(same_bits(after, want2) && same_bits(after2, want2));
+  CHECK(!same_bits(after, want));
+  /* a write through the data pointer bumps no version; between scopes it
+   * is still seen, since entries never outlive their scope */
+  op_pack_scope_begin();
+  for (int r = 0; r < 3; r++) kiln_mm(h, b);
+  op_pack_scope_end();
+  float *p = kiln_tensor_data(w);
+  for (int64_t i = 0; i < 1024 * 256; i += 3) p[i] += 1.0f;
+  kiln_tensor *want3 = plain(h, b), *got3[3];
+  op_pack_scope_begin();
+  for (int r = 0; r < 3; r++) got3[r] = kiln_mm(h, b);
+  op_pack_scope_end();
+  for (int r = 0; r < 3; r++) CHECK_MSG(same_bits(got3[r], want3), "stale product %d", r);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
+
+TEST(pack_cache_h_wt_hits_and_matches) { run_layout(true); }
+TEST(pack_cache_g_w_hits_and_matches) { run_layout(false); }
