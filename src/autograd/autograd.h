@@ -70,7 +70,29 @@ struct ag_node {
   int deps;
   bool needed;
   kiln_tensor **inbuf;
+  /* AccumulateGrad: gradient pairs (x, y) meaning x^T @ y, not yet
+   * multiplied (Note [Factored weight gradients] in factored.c) */
+  kiln_tensor **fx, **fy;
+  int n_factors, cap_factors;
+  int64_t factor_rows;
 };
+
+/* Note [Factored weight gradients] (factored.c). ag_factors_add keeps new
+ * references to x [K, M] and y [K, N] on n (< 0 on OOM, nothing kept);
+ * ag_factors_take multiplies the pairs held, cat(x)^T @ cat(y) (a tensor
+ * in the caller's scope; NULL with the error set on failure, or with
+ * none held), and drops them; ag_factors_drop drops them unmultiplied. */
+int ag_factors_add(ag_node *n, kiln_tensor *x, kiln_tensor *y);
+kiln_tensor *ag_factors_take(ag_node *n);
+void ag_factors_drop(ag_node *n);
+/* How many products of several pairs ag_factors_take has made (tests). */
+long ag_factors_joined(void);
+/* Hands the gradient x^T @ y for input input_nr of n to the running
+ * backward as factors: 1 if taken (the engine multiplies them with the
+ * other pairs for that AccumulateGrad when it runs), 0 if not (n is not
+ * a leaf's AccumulateGrad that this plain backward accumulates, or shapes
+ * do not fit: the caller multiplies), < 0 on failure. Borrows x, y. */
+int ag_accumulate_factored(ag_node *n, int input_nr, kiln_tensor *x, kiln_tensor *y);
 
 /* Per-tensor autograd state (core's kiln_tensor.ag). */
 typedef struct ag_meta {

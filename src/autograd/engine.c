@@ -255,6 +255,7 @@ static int ensure_inbuf(ag_node *n) {
 }
 
 static void drop_inbuf(ag_node *n) {
+  if (n->n_factors) ag_factors_drop(n);
   if (!n->inbuf) return;
   for (int i = 0; i < n->n_inputs; i++) kiln_release(n->inbuf[i]);
   core_free(n->inbuf);
@@ -294,6 +295,28 @@ static int add_input(ag_node *n, int input_nr, kiln_tensor *g, const ag_node *fr
   n->inbuf[input_nr] = kiln_retain(sum);
   kiln_release(old);
   return 0;
+}
+
+/* Past this many rows held, factor pairs are multiplied into the buffer
+ * (Note [Factored weight gradients]): bounds the memory they keep. */
+#define FACTOR_ROWS 8192
+
+int ag_accumulate_factored(ag_node *n, int input_nr, kiln_tensor *x, kiln_tensor *y) {
+  ag_task *t = cur_task;
+  if (!t || !n || n->op != AG_ACCUMULATE || n->task != t->id || !n->needed || input_nr != 0 ||
+      t->create_graph || !accumulates(t, n) || is_capture(t, n) || !x || !y)
+    return 0;
+  const op_meta *m = &n->in_meta[0];
+  if (x->ndim != 2 || y->ndim != 2 || m->ndim != 2 || x->shape[0] != y->shape[0] ||
+      x->shape[1] != m->shape[0] || y->shape[1] != m->shape[1] || x->dtype != m->dtype ||
+      y->dtype != m->dtype || x->device != CORE_DEVICE_CPU || y->device != CORE_DEVICE_CPU)
+    return 0;
+  if (n->factor_rows + x->shape[0] > FACTOR_ROWS && n->n_factors) {
+    kiln_tensor *g = ag_factors_take(n);
+    int rc = g ? add_input(n, 0, g, NULL) : -1;
+    if (rc < 0) return rc;
+  }
+  return ag_factors_add(n, x, y) < 0 ? KILN_ERR_NOMEM : 1;
 }
 
 static bool has_nonfinite(const kiln_tensor *t) {
@@ -353,6 +376,10 @@ static int run_node(ag_task *t, ag_node *n) {
   }
   if (n->op == AG_ACCUMULATE) {
     ag_meta *m = n->leaf->ag;
+    if (n->n_factors) { /* Note [Factored weight gradients] */
+      kiln_tensor *g = ag_factors_take(n);
+      if (!g || (rc = add_input(n, 0, g, NULL)) < 0) return g ? rc : -1;
+    }
     if (m && m->n_hooks) run_hooks(m->hooks, m->n_hooks, 0, &n->inbuf[0]);
     rc = n->apply(n, n->inbuf, NULL, NULL);
     if (rc == 0 && n->inbuf[0] && m)

@@ -56,7 +56,8 @@ static diff_plan *plan_make(diff_rt *d, const op_meta *metas) {
    * keyed by them): passes/pipeline.c */
   pass_opts o = {.fusion = d->fuse, .min_subgraph_size = 2};
   if (pass_pipeline_run(p->gr.f, &pass_pipeline_diff_forward, &o) < 0 ||
-      pass_pipeline_run(p->gr.df, &pass_pipeline_diff_backward, &o) < 0)
+      pass_pipeline_run(p->gr.df, &pass_pipeline_diff_backward, &o) < 0 ||
+      pass_factor_grads(&p->gr) < 0) /* Note [Factored weight gradients] */
     goto fail;
   p->fwd = exec_compile(p->gr.f, &exec_fusion_compile_opts);
   p->bwd = p->fwd ? exec_compile(p->gr.df, &exec_fusion_compile_opts) : NULL;
@@ -169,8 +170,9 @@ static int backward_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *
   diff_backward *b = n->state;
   const pass_gradient *gr = &b->plan->gr;
   int n_in = gr->n_vjps + b->n_captured + gr->n_consts, rc = 0;
+  int n_ret = ir_block_n_returns(ir_graph_top(gr->df)); /* factors after the vjps */
   exec_value *in = core_calloc((size_t)(n_in ? n_in : 1), sizeof *in);
-  exec_value *out = core_calloc((size_t)(gr->n_output_vjps ? gr->n_output_vjps : 1), sizeof *out);
+  exec_value *out = core_calloc((size_t)(n_ret ? n_ret : 1), sizeof *out);
   if (!b->captured && b->n_captured)
     return core_error(KILN_ERR_STATE, "DifferentiableGraphBackward: saved values were freed");
   if (!in || !out) {
@@ -199,12 +201,33 @@ static int backward_apply(ag_node *n, kiln_tensor *const *grads_in, const bool *
   }
   for (int i = 0; i < gr->n_output_vjps; i++) {
     int slot = gr->df_output_vjps[i];
-    if (slot < n->n_next && needs[slot] && out[i].tag == EXEC_V_TENSOR)
+    if (slot >= n->n_next || !needs[slot] || out[i].tag != EXEC_V_TENSOR) continue;
+    int y = gr->factor_of ? gr->factor_of[i] : -1;
+    if (y < 0) {
       grads_out[slot] = kiln_retain(out[i].t);
+      continue;
+    }
+    /* Note [Factored weight gradients]: out[i]^T @ out[y], multiplied
+     * later with the loop's other steps when a leaf accumulates it */
+    if (out[y].tag != EXEC_V_TENSOR) {
+      rc = core_error(KILN_ERR_STATE, "DifferentiableGraph backward: factor %d is not a tensor", y);
+      goto done;
+    }
+    rc = ag_accumulate_factored(n->next[slot].node, n->next[slot].input_nr, out[i].t, out[y].t);
+    if (rc < 0) goto done;
+    if (rc == 0) {
+      kiln_tensor *g = kiln_mm(kiln_t(out[i].t), out[y].t);
+      if (!g) {
+        rc = -1;
+        goto done;
+      }
+      grads_out[slot] = kiln_retain(g);
+    }
+    rc = 0;
   }
 done:
   if (out)
-    for (int i = 0; i < gr->n_output_vjps; i++) exec_value_clear(&out[i]);
+    for (int i = 0; i < n_ret; i++) exec_value_clear(&out[i]);
   core_free(in);
   core_free(out);
   return rc;

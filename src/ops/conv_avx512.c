@@ -58,6 +58,9 @@
 bool op_conv_implicit = true;
 
 enum { MR = 8, NR = 32, NCMAX = 1024, DOT_MAX = 16 };
+#ifndef PREFETCH
+#define PREFETCH 256 /* floats ahead on each weight row the dot products stream */
+#endif
 /* bytes of packed image panels per block (they stay in the 1 MiB L2) */
 #define BLOCK_BYTES ((size_t)512 << 10)
 
@@ -72,12 +75,16 @@ typedef struct conv_job {
   int64_t xs;            /* elements between images of x */
 } conv_job;
 
+/* How a panel vector's 16 lanes are read from the input (offsets of the
+ * lanes inside the image, for kernel offset (0, 0) and channel 0). */
+enum { READ_GATHER, READ_RUN, READ_RUN2, READ_QUADS };
+
 /* A block of nc positions [p0, p0 + nc): its 16-lane vectors' tables. */
 typedef struct conv_block {
   int64_t p0, nc, nv;    /* nv = ceil(nc / 16) vectors */
-  __m512i *gidx;         /* [nv] gather offsets of (ki, kj) = (0, 0), channel 0 */
+  __m512i *gidx;         /* [nv] the lanes' input offsets at (ki, kj) = (0, 0), channel 0 */
   __m512i *oidx;         /* [nv] output offsets n O L + l (channel 0) */
-  int32_t *row;          /* [nv] lane 0's offset for a row load, or INT32_MIN: gather */
+  int32_t *mode;         /* [nv] READ_*: the lanes consecutive (a run), 2 apart, or in 4 runs of 4 */
   int32_t *cont;         /* [nv] lane 0's output offset if the lanes are consecutive there, else -1 */
   __mmask16 *valid;      /* [nv] lanes inside [p0, p0 + nc) */
   __mmask16 *mk;         /* [KH KW][nv] lanes whose input (ih, iw) is inside the image */
@@ -95,11 +102,12 @@ static void block_tables(const conv_job *j, conv_block *b, int64_t p0, int64_t n
   for (int64_t v = 0; v < b->nv; v++) {
     int32_t gi[16], oi[16], ihb[16], iwb[16];
     __mmask16 val = 0;
-    bool run = g->sw == 1, cont = true;
+    bool run = true, run2 = true, quads = true, cont = true;
     for (int l = 0; l < 16; l++) {
       int64_t p = p0 + v * 16 + l;
       if (p >= p0 + nc) { /* past the block: masked off everywhere */
-        gi[l] = oi[l] = ihb[l] = iwb[l] = 0;
+        gi[l] = oi[l] = 0;
+        ihb[l] = iwb[l] = INT32_MIN / 2;
         continue;
       }
       int64_t n = p / j->L, q = p % j->L, oh = q / g->OW, ow = q % g->OW;
@@ -108,24 +116,56 @@ static void block_tables(const conv_job *j, conv_block *b, int64_t p0, int64_t n
       gi[l] = (int32_t)(n * j->xs + ihb[l] * g->W + iwb[l]);
       oi[l] = (int32_t)(n * g->O * j->L + q);
       val |= (__mmask16)(1u << l);
-      if (l > 0 && (ihb[l] != ihb[0] || iwb[l] != iwb[0] + l || gi[l] != gi[0] + l)) run = false;
-      if (l > 0 && oi[l] != oi[0] + l) cont = false;
+      run = run && gi[l] == gi[0] + l;
+      run2 = run2 && gi[l] == gi[0] + 2 * l;
+      quads = quads && gi[l] == gi[l & ~3] + (l & 3);
+      cont = cont && oi[l] == oi[0] + l;
     }
     b->gidx[v] = _mm512_loadu_si512(gi);
     b->oidx[v] = _mm512_loadu_si512(oi);
-    b->row[v] = run ? gi[0] : INT32_MIN;
+    b->mode[v] = run ? READ_RUN : run2 ? READ_RUN2 : quads ? READ_QUADS : READ_GATHER;
     b->cont[v] = cont ? oi[0] : -1;
     b->valid[v] = val;
-    for (int64_t kk = 0; kk < KK; kk++) {
-      int64_t dih = (kk / g->KW) * g->dh, diw = (kk % g->KW) * g->dw;
-      __mmask16 m = 0;
-      for (int l = 0; l < 16; l++) {
-        int64_t ih = ihb[l] + dih, iw = iwb[l] + diw;
-        if ((val >> l & 1) && ih >= 0 && ih < g->H && iw >= 0 && iw < g->W)
-          m |= (__mmask16)(1u << l);
-      }
-      b->mk[kk * b->nv + v] = m;
+    __m512i vh = _mm512_loadu_si512(ihb), vw = _mm512_loadu_si512(iwb);
+    __m512i H = _mm512_set1_epi32((int32_t)g->H), W = _mm512_set1_epi32((int32_t)g->W);
+    for (int64_t kk = 0; kk < KK; kk++) { /* (unsigned) ih < H and iw < W */
+      __m512i ih = _mm512_add_epi32(vh, _mm512_set1_epi32((int32_t)((kk / g->KW) * g->dh)));
+      __m512i iw = _mm512_add_epi32(vw, _mm512_set1_epi32((int32_t)((kk % g->KW) * g->dw)));
+      __mmask16 m = _mm512_mask_cmplt_epu32_mask(val, ih, H);
+      b->mk[kk * b->nv + v] = _mm512_mask_cmplt_epu32_mask(m, iw, W);
     }
+  }
+}
+
+/* The 16 lanes of one panel vector, read at offset off (channel and
+ * kernel offset) from x: lanes outside m read as 0. A masked-off lane's
+ * address is never touched (masked loads), so offsets past the image's
+ * ends in the padding are harmless. */
+static inline __m512 read_vec(const conv_block *b, int64_t v, const float *x, int32_t off,
+                              __mmask16 m) {
+  int32_t o0 = _mm_cvtsi128_si32(_mm512_castsi512_si128(b->gidx[v])) + off;
+  switch (b->mode[v]) {
+  case READ_RUN: return _mm512_maskz_loadu_ps(m, x + o0);
+  case READ_RUN2: { /* 32 inputs, the even ones */
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    uint32_t m2 = _pdep_u32(m, 0x55555555u);
+    __m512 lo = _mm512_maskz_loadu_ps((__mmask16)m2, x + o0);
+    __m512 hi = _mm512_maskz_loadu_ps((__mmask16)(m2 >> 16), x + o0 + 16);
+    return _mm512_permutex2var_ps(lo, even, hi);
+  }
+  case READ_QUADS: { /* 4 runs of 4 (4 positions of each of 4 images) */
+    __m512i q = _mm512_add_epi32(b->gidx[v], _mm512_set1_epi32(off));
+    int32_t at[16];
+    _mm512_storeu_si512(at, q);
+    __m512 r = _mm512_castps128_ps512(_mm_maskz_loadu_ps((__mmask8)(m & 15), x + at[0]));
+    r = _mm512_insertf32x4(r, _mm_maskz_loadu_ps((__mmask8)(m >> 4 & 15), x + at[4]), 1);
+    r = _mm512_insertf32x4(r, _mm_maskz_loadu_ps((__mmask8)(m >> 8 & 15), x + at[8]), 2);
+    return _mm512_insertf32x4(r, _mm_maskz_loadu_ps((__mmask8)(m >> 12 & 15), x + at[12]), 3);
+  }
+  default:
+    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
+                                    _mm512_add_epi32(b->gidx[v], _mm512_set1_epi32(off)), x, 4);
   }
 }
 
@@ -140,17 +180,10 @@ static void pack_block(const conv_job *j, conv_block *b) {
     int64_t c = k / KK, kk = k % KK;
     int32_t off = (int32_t)(c * HW) + b->koff[kk];
     const __mmask16 *mk = b->mk + kk * nv;
-    __m512i voff = _mm512_set1_epi32(off);
     for (int64_t v = 0; v < nv; v++) {
       float *dst = b->bp + (v / 2) * K * NR + k * NR + (v % 2) * 16;
       __mmask16 m = mk[v];
-      __m512 r;
-      if (!m) r = _mm512_setzero_ps();
-      else if (b->row[v] != INT32_MIN) r = _mm512_maskz_loadu_ps(m, x + (b->row[v] + off));
-      else
-        r = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_add_epi32(b->gidx[v], voff),
-                                     x, 4);
-      _mm512_store_ps(dst, r);
+      _mm512_store_ps(dst, m ? read_vec(b, v, x, off, m) : _mm512_setzero_ps());
     }
     if (nv % 2) _mm512_store_ps(b->bp + (nv / 2) * K * NR + k * NR + 16, _mm512_setzero_ps());
   }
@@ -229,24 +262,33 @@ static void block_rows(const conv_job *j, const conv_block *b, int64_t r0, int64
 /* ---- few positions: dot products along K --------------------------------- */
 
 /* rows[p][k] (rows kp apart, zero past K) = the receptive field of
- * position p of the group's input: x[c, ih, iw] at k = (c, ki, kj). */
+ * position p of the group's input: x[c, ih, iw] at k = (c, ki, kj). The
+ * offsets of (ki, kj) are found once per position for all channels. */
 static void gather_rows(const conv_job *j, float *rows, int64_t kp) {
   const win_geom *g = j->g;
   int64_t KK = g->KH * g->KW, HW = g->H * g->W;
+  int32_t off[64];
   for (int64_t p = 0; p < j->P; p++) {
     int64_t n = p / j->L, q = p % j->L, oh = q / g->OW, ow = q % g->OW;
     float *r = rows + p * kp;
     const float *xn = j->x + n * j->xs;
-    for (int64_t k = 0; k < kp; k++) {
-      if (k >= j->K) {
-        r[k] = 0.0f;
-        continue;
+    for (int64_t k = j->K; k < kp; k++) r[k] = 0.0f;
+    if (KK > 64) { /* large kernels: one element at a time */
+      for (int64_t k = 0; k < j->K; k++) {
+        int64_t c = k / KK, kk = k % KK;
+        int64_t ih = oh * g->sh - g->ph + (kk / g->KW) * g->dh;
+        int64_t iw = ow * g->sw - g->pw + (kk % g->KW) * g->dw;
+        r[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xn[c * HW + ih * g->W + iw] : 0.0f;
       }
-      int64_t c = k / KK, kk = k % KK;
+      continue;
+    }
+    for (int64_t kk = 0; kk < KK; kk++) {
       int64_t ih = oh * g->sh - g->ph + (kk / g->KW) * g->dh;
       int64_t iw = ow * g->sw - g->pw + (kk % g->KW) * g->dw;
-      r[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xn[c * HW + ih * g->W + iw] : 0.0f;
+      off[kk] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? (int32_t)(ih * g->W + iw) : -1;
     }
+    for (int64_t c = 0; c < g->C; c++, r += KK, xn += HW)
+      for (int64_t kk = 0; kk < KK; kk++) r[kk] = off[kk] >= 0 ? xn[off[kk]] : 0.0f;
   }
 }
 
@@ -261,22 +303,42 @@ static void dot_tile(const conv_job *j, const float *rows, int64_t kp, int64_t o
     a[i] = j->w + (o0 + i < j->Og ? o0 + i : j->Og - 1) * K;
     r[i] = rows + (p0 + i < j->P ? p0 + i : j->P - 1) * kp;
   }
-  __m512 acc[4][4];
-  for (int i = 0; i < 4; i++)
-    for (int q = 0; q < 4; q++) acc[i][q] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; k += 16) {
-    __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-    __m512 wv[4], xv[4];
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-      wv[i] = _mm512_maskz_loadu_ps(m, a[i] + k);
-      xv[i] = _mm512_load_ps(r[i] + k);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++)
-#pragma GCC unroll 4
-      for (int q = 0; q < 4; q++) acc[i][q] = _mm512_fmadd_ps(wv[i], xv[q], acc[i][q]);
+  /* 16 named accumulators: as an array GCC kept them on the stack */
+#define Z(i) __m512 c##i##0 = _mm512_setzero_ps(), c##i##1 = c##i##0, c##i##2 = c##i##0, \
+                    c##i##3 = c##i##0
+  Z(0); Z(1); Z(2); Z(3);
+#undef Z
+#define STEP(LOADW, LOADX)                                                                   \
+  do {                                                                                       \
+    __m512 x0 = LOADX(r[0]), x1 = LOADX(r[1]), x2 = LOADX(r[2]), x3 = LOADX(r[3]);         \
+    __m512 w0 = LOADW(a[0]), w1 = LOADW(a[1]), w2 = LOADW(a[2]), w3 = LOADW(a[3]);         \
+    c00 = _mm512_fmadd_ps(w0, x0, c00), c01 = _mm512_fmadd_ps(w0, x1, c01);               \
+    c02 = _mm512_fmadd_ps(w0, x2, c02), c03 = _mm512_fmadd_ps(w0, x3, c03);               \
+    c10 = _mm512_fmadd_ps(w1, x0, c10), c11 = _mm512_fmadd_ps(w1, x1, c11);               \
+    c12 = _mm512_fmadd_ps(w1, x2, c12), c13 = _mm512_fmadd_ps(w1, x3, c13);               \
+    c20 = _mm512_fmadd_ps(w2, x0, c20), c21 = _mm512_fmadd_ps(w2, x1, c21);               \
+    c22 = _mm512_fmadd_ps(w2, x2, c22), c23 = _mm512_fmadd_ps(w2, x3, c23);               \
+    c30 = _mm512_fmadd_ps(w3, x0, c30), c31 = _mm512_fmadd_ps(w3, x1, c31);               \
+    c32 = _mm512_fmadd_ps(w3, x2, c32), c33 = _mm512_fmadd_ps(w3, x3, c33);               \
+  } while (0)
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    for (int i = 0; i < 4; i++) _mm_prefetch((const char *)(a[i] + k + PREFETCH), _MM_HINT_T0);
+#define LW(p) _mm512_loadu_ps((p) + k)
+#define LX(p) _mm512_load_ps((p) + k)
+    STEP(LW, LX);
+#undef LW
   }
+  if (k < K) { /* the rows are zero past K; the weights are masked there */
+    __mmask16 m = (__mmask16)((1u << (K - k)) - 1);
+#define LW(p) _mm512_maskz_loadu_ps(m, (p) + k)
+    STEP(LW, LX);
+#undef LW
+#undef LX
+  }
+#undef STEP
+  __m512 acc[4][4] = {{c00, c01, c02, c03}, {c10, c11, c12, c13}, {c20, c21, c22, c23},
+                      {c30, c31, c32, c33}};
   const conv_epilogue *ep = j->ep;
   const win_geom *g = j->g;
   for (int i = 0; i < 4 && o0 + i < j->Og; i++) {
@@ -310,7 +372,7 @@ static char *block_scratch(const conv_job *j, int64_t nc, conv_block *b, size_t 
   b->gidx = (__m512i *)(p + pan);
   b->oidx = (__m512i *)(p + pan + vec);
   char *q = p + pan + 2 * vec;
-  b->row = (int32_t *)q, q += (size_t)nv * sizeof(int32_t);
+  b->mode = (int32_t *)q, q += (size_t)nv * sizeof(int32_t);
   b->cont = (int32_t *)q, q += (size_t)nv * sizeof(int32_t);
   b->koff = (int32_t *)q, q += (size_t)KK * sizeof(int32_t);
   b->valid = (__mmask16 *)q, q += (size_t)nv * sizeof(__mmask16);

@@ -598,12 +598,27 @@ static kiln_tensor *linear_impl(kiln_tensor *x, kiln_tensor *w, kiln_tensor *bia
   }
   if (x->ndim == 2 && bias) return kiln_addmm(bias, x, wt, 1.0, 1.0);
   if (x->ndim == 2) return kiln_mm(x, wt);
+  bool lazy = x->device == CORE_DEVICE_LAZY;
+  if (x->ndim == 3 && bias && bias->ndim <= 1 && (lazy || core_is_contiguous(x))) {
+    /* PyTorch 1.13's fused path for a contiguous 3-d input: addmm on the
+     * [B * T, in] view, so the bias rides in the GEMM (added with the first
+     * K slice, the order OpenBLAS's beta * C gives) and no pass adds it. A
+     * lazy tensor's layout is known only when the graph runs: reshape
+     * there views a contiguous input and copies another (as matmul's fold
+     * of the batch would). */
+    int64_t rows = x->shape[0] * x->shape[1], s2[2] = {rows, x->shape[2]};
+    int64_t s3[3] = {x->shape[0], x->shape[1], w->shape[0]};
+    kiln_tensor *r = kiln_addmm(bias, lazy ? kiln_reshape(x, 2, s2) : kiln_view(x, 2, s2), wt,
+                                1.0, 1.0);
+    return r ? (lazy ? kiln_reshape(r, 3, s3) : kiln_view(r, 3, s3)) : NULL;
+  }
   kiln_tensor *r = kiln_matmul(x, wt);
   return bias && r ? kiln_add(r, bias) : r;
 }
 
-/* F.linear: x @ w^T + b. A 2-d input with a bias is one addmm (the bias
- * rides in BLAS's beta * C); otherwise matmul, then add the bias. */
+/* F.linear: x @ w^T + b. A 2-d input with a bias, or a contiguous 3-d one
+ * (viewed as 2-d), is one addmm (the bias rides in BLAS's beta * C), as in
+ * PyTorch 1.13; otherwise matmul, then add the bias. */
 int op_linear_decompose(const op_val *a, int n, kiln_tensor **outs, int max_outs) {
   char d[160];
   if (need_tensor2("aten::linear", a) < 0) return -1;

@@ -57,6 +57,9 @@ typedef struct pass_gradient {
   int n_consts;
   kiln_tensor **f_consts;
   int n_f_consts;
+  int *factor_of; /* NULL, or per df output i < n_output_vjps: -1, or the df
+                     output y such that the gradient is out[i]^T @ out[y]
+                     (pass_factor_grads) */
 } pass_gradient;
 
 /* Differentiates subgraph s (straight-line: op-table nodes, constants and
@@ -68,6 +71,14 @@ typedef struct pass_gradient {
 int pass_differentiate(const ir_graph *s, const op_meta *in_meta, const bool *rg,
                        pass_gradient *out);
 void pass_gradient_free(pass_gradient *gr);
+/* Note [Factored weight gradients] (src/autograd/factored.c): rewrites
+ * gr->df so that each gradient it returns as mm(t(x), y) (x, y 2-d) is
+ * returned as x, with y appended to the returns, and records the pair in
+ * gr->factor_of; dead nodes are then removed. Returns the number of
+ * gradients factored, or < 0 on OOM (df unchanged or still valid).
+ *   before: %t = aten::t(%g); %w = aten::mm(%t, %h); return (%d, %w)
+ *   after:  return (%d, %g, %h)          factor_of = {-1, 2}            */
+int pass_factor_grads(pass_gradient *gr);
 
 /* ---- profiling executor rewrites (profile.c, autodiff_groups.c) ---------- */
 /* Inserts prim::profile before every tensor input of op-table nodes.

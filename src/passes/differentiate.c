@@ -182,6 +182,7 @@ void pass_gradient_free(pass_gradient *gr) {
   core_free(gr->consts);
   for (int i = 0; i < gr->n_f_consts; i++) kiln_release(gr->f_consts[i]);
   core_free(gr->f_consts);
+  core_free(gr->factor_of);
   memset(gr, 0, sizeof *gr);
 }
 

@@ -1,0 +1,144 @@
+/* tests/ops/test_conv_avx512.c: the implicit-im2col float32 forward
+ * (Note [Implicit im2col] in src/ops/conv_avx512.c) against a direct
+ * convolution in double with the fused epilogue (scale, shift, residual,
+ * relu), and against conv_gemm.c's path: the dot-product path (few
+ * positions), row loads and gathers, outputs stored whole and scattered
+ * across images, channel counts off the 8-row tile, blocks past one, groups,
+ * and one thread against two (bitwise). Skipped without AVX-512. */
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+
+#include "ops/conv.h"
+#include "test.h"
+
+typedef struct imp_case {
+  int64_t N, C, H, W, O, KH, KW, sh, sw, ph, pw, dh, dw, G;
+  bool scale, shift, residual, relu;
+} imp_case;
+
+static const imp_case cases[] = {
+    {1, 256, 2, 2, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, true, true},   /* P 4: dots */
+    {1, 24, 4, 4, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, false, true, false, false}, /* P 16: dots */
+    {1, 9, 5, 4, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, false, true, true},    /* P 20: gemm */
+    {3, 7, 16, 16, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, true, true},   /* row loads */
+    {5, 6, 4, 4, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, true, false},    /* L 16: 1 image/vector */
+    {4, 10, 5, 6, 9, 3, 2, 2, 1, 1, 0, 1, 2, 1, false, false, true, true},   /* L 9: scatters */
+    {2, 3, 30, 33, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, true, true, false, true},  /* conv1-like */
+    {2, 1, 90, 80, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true, false, false}, /* K 1, many blocks */
+    {2, 12, 9, 9, 12, 3, 3, 1, 1, 2, 2, 2, 2, 3, false, true, true, true},   /* groups, dilation */
+    {3, 32, 8, 8, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, true, true, true},    /* 1x1 stride 2 */
+};
+
+static int64_t osz(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+static float frand(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (float)((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* The epilogue'd convolution in double. */
+static void reference(const imp_case *c, int64_t OH, int64_t OW, const float *x, const float *w,
+                      const float *sc, const float *sh, const float *res, double *y) {
+  int64_t Cg = c->C / c->G, Og = c->O / c->G;
+  for (int64_t n = 0; n < c->N; n++)
+    for (int64_t o = 0; o < c->O; o++)
+      for (int64_t oh = 0; oh < OH; oh++)
+        for (int64_t ow = 0; ow < OW; ow++) {
+          double s = 0;
+          for (int64_t ci = 0; ci < Cg; ci++)
+            for (int64_t ki = 0; ki < c->KH; ki++)
+              for (int64_t kj = 0; kj < c->KW; kj++) {
+                int64_t ih = oh * c->sh - c->ph + ki * c->dh, iw = ow * c->sw - c->pw + kj * c->dw;
+                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                s += (double)x[((n * c->C + o / Og * Cg + ci) * c->H + ih) * c->W + iw] *
+                     w[((o * Cg + ci) * c->KH + ki) * c->KW + kj];
+              }
+          int64_t at = ((n * c->O + o) * OH + oh) * OW + ow;
+          if (sc) s *= sc[o];
+          if (sh) s += sh[o];
+          if (res) s += res[at];
+          y[at] = c->relu && s < 0 ? 0 : s;
+        }
+}
+
+TEST(conv2d_implicit_im2col_equals_direct_and_gemm_path) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  int saved = core_cpu_level();
+  core_cpu_set_level(CORE_CPU_AVX512);
+  unsigned seed = 7;
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    const imp_case *c = &cases[k];
+    int64_t OH = osz(c->H, c->KH, c->sh, c->ph, c->dh), OW = osz(c->W, c->KW, c->sw, c->pw, c->dw);
+    win_geom g = {.N = c->N, .C = c->C / c->G, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                  .KW = c->KW, .OH = OH, .OW = OW, .sh = c->sh, .sw = c->sw, .ph = c->ph,
+                  .pw = c->pw, .dh = c->dh, .dw = c->dw, .G = c->G};
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C / c->G * c->KH * c->KW);
+    size_t no = (size_t)(c->N * c->O * OH * OW);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *res = malloc(no * 4), *ch = malloc((size_t)c->O * 8);
+    float *o1 = malloc(no * 4), *o2 = malloc(no * 4), *o3 = malloc(no * 4);
+    double *y = malloc(no * sizeof *y);
+    CHECK(x && w && res && ch && o1 && o2 && o3 && y);
+    if (!(x && w && res && ch && o1 && o2 && o3 && y)) goto next;
+    for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&seed);
+    for (size_t i = 0; i < no; i++) res[i] = frand(&seed);
+    for (int64_t i = 0; i < 2 * c->O; i++) ch[i] = frand(&seed) + 1.5f;
+    const float *sc = c->scale ? ch : NULL, *shv = c->shift ? ch + c->O : NULL;
+    const float *rv = c->residual ? res : NULL;
+    conv_epilogue ep = {.scale = (const char *)sc, .shift = (const char *)shv,
+                        .residual = (const char *)rv, .relu = c->relu};
+    reference(c, OH, OW, x, w, sc, shv, rv, y);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
+    omp_set_num_threads(2);
+    int rc2 = op_conv_forward_avx512(&g, x, w, &ep, o2);
+    omp_set_num_threads(nt);
+    op_conv_implicit = false;
+    int rc3 = op_conv_forward_ep(KILN_DTYPE_F32, &g, (const char *)x, (const char *)w, &ep,
+                                 (char *)o3);
+    op_conv_implicit = true;
+    CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 0, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);
+    double big = 1e-30;
+    for (size_t i = 0; i < no; i++) big = fmax(big, fabs(y[i]));
+    int bad = 0, diff = 0, gemm = 0;
+    for (size_t i = 0; i < no; i++) {
+      bad += !(fabs(o1[i] - y[i]) <= 1e-5 * big);
+      diff += o1[i] != o2[i];
+      gemm += !(fabs(o1[i] - o3[i]) <= 1e-5 * big);
+    }
+    CHECK_MSG(bad == 0 && diff == 0 && gemm == 0,
+              "case %zu: %d off the direct conv, %d differ between 1 and 2 threads, %d off "
+              "conv_gemm.c's",
+              k, bad, diff, gemm);
+  next:
+    free(x), free(w), free(res), free(ch), free(o1), free(o2), free(o3), free(y);
+  }
+  core_cpu_set_level(saved);
+}
+
+TEST(conv2d_implicit_im2col_relu_keeps_nan_and_declines_other_levels) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  int saved = core_cpu_level();
+  /* one input NaN reaches the outputs whose windows hold it, through relu
+   * (max(NaN, 0) stays NaN, as torch.relu); 3x3, padding 1, 6x6 */
+  win_geom g = {.N = 1, .C = 2, .H = 6, .W = 6, .O = 3, .KH = 3, .KW = 3, .OH = 6, .OW = 6,
+                .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1, .G = 1};
+  float x[72], w[54], out[108];
+  for (int i = 0; i < 72; i++) x[i] = 1.0f;
+  for (int i = 0; i < 54; i++) w[i] = -1.0f;
+  x[0] = NAN; /* channel 0, (0, 0): outputs (0..1, 0..1) of every channel */
+  conv_epilogue ep = {.relu = true};
+  core_cpu_set_level(CORE_CPU_AVX512);
+  CHECK_EQ_INT(op_conv_forward_avx512(&g, x, w, &ep, out), 1);
+  int nans = 0, zeros = 0;
+  for (int i = 0; i < 108; i++) nans += isnan(out[i]), zeros += out[i] == 0.0f;
+  CHECK_EQ_INT(nans, 12);
+  CHECK_EQ_INT(zeros, 96);
+  core_cpu_set_level(CORE_CPU_AVX2);
+  CHECK_EQ_INT(op_conv_forward_avx512(&g, x, w, &ep, out), 0);
+  core_cpu_set_level(saved);
+}
