@@ -16,6 +16,7 @@
 #define KILN_FUZZ_OOM_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/core.h"
@@ -27,11 +28,34 @@ static bool fuzz_oom; /* the failing run is under way */
 
 static int fuzz_one(const uint8_t *data, size_t size);
 
+/* Under ASan the allocator's free lists (small blocks: src/core/alloc.c;
+ * storage: cache.c) must step aside (src/core/sanitizer.h), or ASan misses
+ * a use after free of a reused block and LeakSanitizer sees a leak only
+ * once the freed block that last pointed to it is reused (by some later
+ * input). A block freed and asked for again comes back at once from a free
+ * list, never from ASan's quarantine. */
+static void fuzz_check_no_free_lists(void) {
+  size_t bn;
+  void *a = core_alloc(64);
+  core_free(a);
+  void *b = core_alloc(64);
+  core_free(b);
+  void *c = core_block_alloc(256, &bn);
+  core_block_free(c, bn);
+  void *d = core_block_alloc(256, &bn);
+  core_block_free(d, bn);
+  if ((a && a == b) || (c && c == d)) {
+    fprintf(stderr, "fuzz: the allocator's free lists are on under ASan (src/core/sanitizer.h)\n");
+    abort();
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static int mode = -1;
   if (mode < 0) {
     const char *e = getenv("KILN_FUZZ_OOM");
     mode = e && *e && *e != '0';
+    fuzz_check_no_free_lists();
   }
   if (!mode) {
     fuzz_one(data, size);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core.h"
+#include "sanitizer.h"
 
 /* The test hooks are process-wide and atomic (Note [Threads] in
  * include/kiln.h); allocations are counted only once a test has called
@@ -51,15 +52,16 @@ long core_alloc_fail_at(long n) {
  * their size class and are kept on thread-local free lists (at most
  * CLASS_BYTES per class), like the storage cache (cache.c). Large blocks
  * carry a header of class 0 and go straight to malloc. Sanitizer builds
- * keep the header but bypass the lists, so use-after-free is still
- * caught, and so is a pointer freed by the wrong function. */
+ * (CORE_ASAN: src/core/sanitizer.h) keep the header but bypass the lists,
+ * so use-after-free is still caught, and so is a pointer freed by the
+ * wrong function. */
 #define HDR 16
 #define SMALL_STEP 16
 #define SMALL_MAX 512
 #define N_SMALL (SMALL_MAX / SMALL_STEP)
 #define CLASS_BYTES ((size_t)1 << 20)
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CORE_ASAN)
 #define SMALL_CACHE 0
 #else
 #define SMALL_CACHE 1

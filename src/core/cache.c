@@ -5,11 +5,12 @@
  * class and handed out again: steady-state steps make no malloc calls for
  * tensors. Classes are powers of two and 1.5x powers of two (waste <= 25%);
  * lists are thread-local (no locks); at most KILN_CACHE_MB (default 512)
- * MiB are kept per thread. Sanitizer builds bypass the cache so that
- * use-after-free is still caught. */
+ * MiB are kept per thread. Sanitizer builds (CORE_ASAN: sanitizer.h)
+ * bypass the cache so that use-after-free is still caught. */
 #include <stdlib.h>
 
 #include "core.h"
+#include "sanitizer.h"
 
 #define N_CLASSES 96
 
@@ -22,7 +23,7 @@ static _Thread_local size_t cached_bytes;
 static _Thread_local int64_t n_hits, n_misses;
 static _Atomic size_t limit_bytes; /* read once from the environment; atomic */
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(CORE_ASAN)
 #define CACHE_ENABLED 0
 #else
 #define CACHE_ENABLED 1
