@@ -436,3 +436,20 @@ kiln_status kiln_data_loader_batch(const kiln_data_loader *l, int64_t i, kiln_te
   if (n > l->batch) n = l->batch;
   return kiln_data_get(l->d, l->order + start, n, x, y);
 }
+
+int64_t nn_data_loader_batch_rows(const kiln_data_loader *l, int64_t i) {
+  if (!l || i < 0 || i >= l->n_batches) return 0;
+  int64_t n = l->d->n - i * l->batch;
+  return n > l->batch ? l->batch : n;
+}
+
+int nn_data_loader_rows(const kiln_data_loader *l, int64_t i, int64_t lo, int64_t n,
+                        kiln_tensor **x, kiln_tensor **y) {
+  int64_t rows = nn_data_loader_batch_rows(l, i);
+  if (rows == 0 || lo < 0 || n < 0 || lo > rows - n)
+    return core_error(KILN_ERR_INVALID,
+                      "data_loader_rows: rows [%lld, +%lld) of batch %lld (of %lld rows) out "
+                      "of range",
+                      (long long)lo, (long long)n, (long long)i, (long long)rows);
+  return kiln_data_get(l->d, l->order + i * l->batch + lo, n, x, y);
+}

@@ -111,6 +111,15 @@ int nn_write_plot_csv(const char *svg_path, const nn_log *log, const double *smo
 int nn_write_metrics(const char *path, const nn_log *log, const char *mode,
                      const char *model);
 
+/* Rows [lo, lo + n) of batch i of l (as kiln_data_loader_batch returns
+ * them, without gathering the others: a data-parallel rank's shard), new
+ * references (autoreleased) in *x and *y. Negative kiln_status (error set)
+ * on a batch or rows out of range, or no memory. */
+int nn_data_loader_rows(const kiln_data_loader *l, int64_t i, int64_t lo, int64_t n,
+                        kiln_tensor **x, kiln_tensor **y);
+/* The number of rows of batch i of l (0 out of range). */
+int64_t nn_data_loader_batch_rows(const kiln_data_loader *l, int64_t i);
+
 /* A progress bar on stderr, redrawn at most 10 times a second. */
 typedef struct nn_progress {
   bool enabled;

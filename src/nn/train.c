@@ -135,15 +135,15 @@ static kiln_tensor *forward(trainer *t, kiln_tensor *x) {
 
 static bool lazy_mode(const trainer *t) { return t->o->mode == KILN_NN_LAZY; }
 
-/* Batch i; with shard set, this rank's rows of it, and in *weight the
- * factor that makes the ranks' mean losses average to the batch's mean
- * (1 unless the batch does not divide by the world). */
+/* Batch i; with shard set, this rank's rows of it (only those are read),
+ * and in *weight the factor that makes the ranks' mean losses average to
+ * the batch's mean (1 unless the batch does not divide by the world). */
 static int batch_tensors(trainer *t, const kiln_data_loader *l, int64_t i, kiln_tensor **x,
                          kiln_tensor **y, bool shard, double *weight) {
-  int rc = kiln_data_loader_batch(l, i, x, y);
+  int rc;
   if (weight) *weight = 1;
-  if (rc == 0 && shard && t->world > 1) {
-    int64_t bs = kiln_tensor_size(*x, 0), lo = bs * t->rank / t->world,
+  if (shard && t->world > 1) {
+    int64_t bs = nn_data_loader_batch_rows(l, i), lo = bs * t->rank / t->world,
             hi = bs * (t->rank + 1) / t->world;
     if (hi == lo) { /* fewer rows than ranks: one row that weighs nothing */
       lo = 0;
@@ -152,9 +152,9 @@ static int batch_tensors(trainer *t, const kiln_data_loader *l, int64_t i, kiln_
     } else if (weight) {
       *weight = (double)(hi - lo) * t->world / (double)bs;
     }
-    *x = kiln_narrow(*x, 0, lo, hi - lo);
-    *y = kiln_narrow(*y, 0, lo, hi - lo);
-    if (!*x || !*y) rc = KILN_ERR_NOMEM;
+    rc = nn_data_loader_rows(l, i, lo, hi - lo, x, y);
+  } else {
+    rc = kiln_data_loader_batch(l, i, x, y);
   }
   if (rc == 0 && lazy_mode(t)) {
     *x = kiln_to_lazy(*x);

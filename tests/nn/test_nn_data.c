@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "nn/nn.h"
 #include "nn_fixture.h"
 #include "test.h"
 
@@ -257,6 +258,46 @@ TEST(nn_loader_batches_shuffles_and_keeps_the_remainder) {
   CHECK(kiln_data_loader_new(d, 0, false) == NULL);
   CHECK(kiln_data_truncate(d, 11) < 0);
   CHECK(kiln_data_truncate(d, 4) == KILN_OK && kiln_data_size(d) == 4);
+  kiln_data_free(d);
+  nn_fixture_remove(dir);
+}
+
+/* A data-parallel rank's shard (src/nn/train.c): rows [lo, lo + n) of a
+ * shuffled batch, read alone, are those rows of the whole batch. */
+TEST(nn_loader_rows_are_the_batch_rows) {
+  char dir[256];
+  CHECK(nn_fixture_make(dir, sizeof dir, 10, 3, 9) == 0);
+  kiln_data *d = kiln_data_mnist_load(dir, true);
+  CHECK(d != NULL);
+  kiln_data_loader *l = kiln_data_loader_new(d, 4, false);
+  kiln_generator *g = kiln_generator_new(7);
+  CHECK(l && g);
+  kiln_data_loader_shuffle(l, g);
+  CHECK_EQ_INT(nn_data_loader_batch_rows(l, 0), 4);
+  CHECK_EQ_INT(nn_data_loader_batch_rows(l, 2), 2);
+  CHECK_EQ_INT(nn_data_loader_batch_rows(l, 3), 0);
+  kiln_scope_begin();
+  kiln_tensor *x, *y, *xs, *ys;
+  for (int b = 0; b < 3; b++) {
+    int64_t rows = nn_data_loader_batch_rows(l, b);
+    CHECK(kiln_data_loader_batch(l, b, &x, &y) == KILN_OK);
+    for (int64_t lo = 0; lo < rows; lo++)
+      for (int64_t n = 1; lo + n <= rows; n++) {
+        CHECK(nn_data_loader_rows(l, b, lo, n, &xs, &ys) == KILN_OK);
+        CHECK_EQ_INT(kiln_tensor_size(xs, 0), n);
+        CHECK(memcmp(kiln_tensor_data(xs), (const float *)kiln_tensor_data(x) + lo * 784,
+                     (size_t)n * 784 * sizeof(float)) == 0);
+        CHECK(memcmp(kiln_tensor_data(ys), (const int64_t *)kiln_tensor_data(y) + lo,
+                     (size_t)n * sizeof(int64_t)) == 0);
+      }
+  }
+  CHECK(nn_data_loader_rows(l, 2, 1, 2, &xs, &ys) < 0);
+  CHECK_STR_CONTAINS(kiln_last_error(), "rows [1, +2) of batch 2 (of 2 rows) out of range");
+  CHECK(nn_data_loader_rows(l, 3, 0, 1, &xs, &ys) < 0);
+  CHECK(nn_data_loader_rows(l, 0, -1, 1, &xs, &ys) < 0);
+  kiln_scope_end();
+  kiln_generator_free(g);
+  kiln_data_loader_free(l);
   kiln_data_free(d);
   nn_fixture_remove(dir);
 }
