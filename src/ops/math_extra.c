@@ -96,6 +96,7 @@ int op_fft_ifftshift_decompose(const op_val *a, int n, kiln_tensor **outs, int m
 /* x[..., n] -> [..., n + |k|, n + |k|] with x on diagonal k: x[..., :, None]
  * times the identity, padded, its last two dims moved to dim1 and dim2 */
 static kiln_tensor *diag_embed(const char *fn, kiln_tensor *x, int64_t k, int64_t dim1, int64_t dim2) {
+  if (!x) return NULL; /* diagflat's reshape failed (out of memory): its error stands */
   if (x->ndim < 1) {
     core_error(KILN_ERR_INVALID, "%s: expected a tensor of at least 1 dimension", fn);
     return NULL;

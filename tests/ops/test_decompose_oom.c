@@ -76,3 +76,16 @@ TEST(decompositions_fail_cleanly_at_every_allocation) {
   }
   test_note("%d failure points over 6 ops", total);
 }
+
+/* Found by `make fuzz FUZZ_OOM=1` (fuzz_run, fuzz/seeds/run/oom-diagflat.ir):
+ * diagflat passed a failed reshape's NULL on to diag_embed, which read its
+ * ndim (UBSan: member access within a null pointer, src/ops/math_extra.c).
+ * diagflat(x, 1) of 6 values is [7, 7]; its first row is 0, x[0], 0, ... */
+TEST(diagflat_and_diag_embed_fail_cleanly_at_every_allocation) {
+  op_val flat[1] = {OPV_I(1)}, embed[3] = {OPV_I(-1), OPV_I(0), OPV_I(1)};
+  int h = sweep_args(KILN_OP_DIAGFLAT, flat, 2);
+  CHECK_MSG(h >= 3, "diagflat: %d failure points", h);
+  int h2 = sweep_args(KILN_OP_DIAG_EMBED, embed, 4);
+  CHECK_MSG(h2 >= 3, "diag_embed: %d failure points", h2);
+  test_note("%d + %d failure points", h, h2);
+}
