@@ -113,6 +113,11 @@ int pass_fuse(ir_graph *g);
  * each slice of the product right after its GEMM.
  *   before: %z = aten::addmm(%b, %x, %w, %1, %1); %y = aten::relu(%z)
  *   after:  %f = prim::Constant[value=0](); %y = aten::_addmm_activation(%b, %x, %w, %1, %1, %f)
+ * Note [Epilogue through a reshape]: a 3-d linear is an addmm on a 2-d view
+ * reshaped back (src/ops/matmul.c), so relu(reshape(addmm(...), s)), where
+ * neither the addmm's nor the reshape's result has another use, becomes
+ * reshape(_addmm_activation(...), s): elementwise, the activation commutes
+ * with the reshape (view likewise).
  * Returns how many were rewritten. */
 int pass_gemm_epilogue(ir_graph *g);
 /* Note [Add epilogue] in fuse.c: add(x, mm(a, b)) -> addmm(x, a, b) where

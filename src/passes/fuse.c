@@ -273,7 +273,16 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
     bool relu = n->op == KILN_OP_RELU, gelu = is_tanh_gelu(n);
     if (!relu && !gelu) continue;
     ir_value *z = n->inputs[0];
-    ir_node *mm = z->node;
+    ir_node *mm = z->node, *shape = NULL;
+    /* a 3-d linear's addmm on the [B*T, in] view, reshaped back: the
+     * activation commutes with the reshape (Note [Epilogue through a
+     * reshape] in autodiff.h) */
+    if (mm && (mm->op == KILN_OP_VIEW || mm->op == KILN_OP_RESHAPE) && z->n_uses == 1 &&
+        mm->owner == b && mm->inputs[0]->node && mm->inputs[0]->node->op == KILN_OP_ADDMM) {
+      shape = mm;
+      z = mm->inputs[0];
+      mm = z->node;
+    }
     if (!mm || mm->op != KILN_OP_ADDMM || z->n_uses != 1 || mm->owner != b) continue;
     ir_node *c = ir_node_new_prim(g, IR_PRIM_CONSTANT);
     ir_node *ep = ir_node_new_op(g, KILN_OP_ADDMM_ACTIVATION);
@@ -283,11 +292,17 @@ static int epilogue_block(ir_graph *g, ir_block *b) {
     for (int i = 0; i < mm->n_inputs; i++)
       if (ir_node_add_input(ep, mm->inputs[i]) < 0) return KILN_ERR_NOMEM;
     if (ir_node_add_input(ep, flag) < 0) return KILN_ERR_NOMEM;
-    ir_value *y = ir_node_add_output(ep, n->outputs[0]->type);
+    ir_value *y = ir_node_add_output(ep, shape ? z->type : n->outputs[0]->type);
     if (!y) return KILN_ERR_NOMEM;
-    ir_node_insert_before(c, n);
-    ir_node_insert_before(ep, n);
-    if (ir_value_replace_all_uses(n->outputs[0], y) < 0) return KILN_ERR_NOMEM;
+    ir_node_insert_before(c, shape ? mm : n);
+    ir_node_insert_before(ep, shape ? mm : n);
+    if (shape) { /* the reshape now reads the activation's result and stands for relu's */
+      if (ir_value_replace_all_uses(z, y) < 0 ||
+          ir_value_replace_all_uses(n->outputs[0], shape->outputs[0]) < 0)
+        return KILN_ERR_NOMEM;
+    } else if (ir_value_replace_all_uses(n->outputs[0], y) < 0) {
+      return KILN_ERR_NOMEM;
+    }
     if ((rc = ir_node_remove(n)) < 0 || (rc = ir_node_remove(mm)) < 0) return rc;
     made++;
   }

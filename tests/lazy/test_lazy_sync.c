@@ -142,6 +142,43 @@ TEST(lazy_linear_relu_gets_a_gemm_epilogue) {
   kiln_generator_free(g);
 }
 
+/* A 3-d linear is an addmm on a 2-d view reshaped back (src/ops/matmul.c);
+ * relu after it still runs as the GEMM's epilogue (Note [Epilogue through
+ * a reshape]), with the values and gradients of eager mode. */
+TEST(lazy_linear3d_relu_gets_a_gemm_epilogue) {
+  kiln_generator *g = kiln_generator_new(3);
+  kiln_scope_begin();
+  kiln_tensor *xc = kiln_randn(3, (int64_t[]){2, 4, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *wc = kiln_randn(2, (int64_t[]){6, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *bc = kiln_randn(1, (int64_t[]){6}, KILN_DTYPE_F32, g);
+  kiln_tensor *wl = kiln_to_lazy(wc);
+  kiln_set_requires_grad(wl, true);
+  kiln_tensor *y = kiln_relu(kiln_linear(kiln_to_lazy(xc), wl, kiln_to_lazy(bc)));
+  kiln_tensor *l = kiln_sum(kiln_mul(y, y), NULL, 0, false);
+  CHECK(l && kiln_backward(l, NULL) == 0);
+  kiln_tensor *yc = kiln_to_cpu(y), *gw = kiln_to_cpu(kiln_tensor_grad(wl));
+  char *t = kiln_lazy_last_compiled_graph();
+  CHECK_STR_CONTAINS(t, "aten::_addmm_activation");
+  CHECK(t && !strstr(t, "aten::relu("));
+  kiln_free(t);
+  kiln_tensor *we = kiln_detach(wc);
+  kiln_set_requires_grad(we, true);
+  kiln_tensor *ye = kiln_relu(kiln_linear(xc, we, bc));
+  kiln_tensor *le = kiln_sum(kiln_mul(ye, ye), NULL, 0, false);
+  CHECK(le && kiln_backward(le, NULL) == 0);
+  kiln_tensor *ge = kiln_tensor_grad(we);
+  CHECK(yc && gw && ge);
+  int zeros = 0;
+  for (int i = 0; yc && ye && i < 48; i++) {
+    CHECK_NEAR(core_get_flat(yc, i), core_get_flat(ye, i), 0);
+    zeros += core_get_flat(ye, i) == 0;
+  }
+  CHECK(zeros > 0 && zeros < 48); /* the relu clips some, not all */
+  for (int i = 0; gw && ge && i < 30; i++) CHECK_NEAR(core_get_flat(gw, i), core_get_flat(ge, i), 1e-6);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
+
 TEST(lazy_recompile_reason_names_an_added_root) {
   kiln_scope_begin();
   kiln_tensor *x = kiln_to_lazy(kiln_ones(2, (int64_t[]){3, 3}, KILN_DTYPE_F32));
