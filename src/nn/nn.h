@@ -45,6 +45,18 @@ struct kiln_nn_module {
  * its index or a negative status. */
 int nn_module_add_buffer(kiln_nn_module *m, const char *name, kiln_tensor *t);
 
+/* ---- fused SGD (optim_fused.c, Note [Fused SGD]) ---------------------- */
+/* A test hook (true): false sends every SGD step through the ops, whose
+ * allocations the out-of-memory sweeps fail one by one. */
+extern bool nn_sgd_fused_enabled;
+/* Whether nn_sgd_fused can update p (gradient g, momentum buffer buf or
+ * NULL) under options o: true for a parameter without gradient. */
+bool nn_sgd_fused_applies(const kiln_optim_opts *o, kiln_tensor *p, kiln_tensor *g,
+                          kiln_tensor *buf);
+/* One SGD update of p and buf in place (nothing when g is NULL), for
+ * tensors nn_sgd_fused_applies accepts; cannot fail. */
+void nn_sgd_fused(const kiln_optim_opts *o, kiln_tensor *p, kiln_tensor *g, kiln_tensor *buf);
+
 /* The parameter at index i of l's owner (borrowed), NULL for -1. */
 static inline kiln_tensor *nn_layer_param(const kiln_nn_layer *l, int k) {
   return l->param[k] < 0 ? NULL : l->owner->params[l->param[k]];

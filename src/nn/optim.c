@@ -205,6 +205,17 @@ kiln_status kiln_optim_step(kiln_optim *op) {
                         core_tensor_desc(g, b, sizeof b));
     }
   }
+  bool fused = true; /* Note [Fused SGD] in optim_fused.c */
+  for (int i = 0; i < m->n_params && fused; i++)
+    fused = nn_sgd_fused_applies(&op->o, m->params[i], kiln_tensor_grad(m->params[i]),
+                                 op->n_bufs ? op->state[i * op->n_bufs] : NULL);
+  if (fused) {
+    op->steps++;
+    for (int i = 0; i < m->n_params; i++)
+      nn_sgd_fused(&op->o, m->params[i], kiln_tensor_grad(m->params[i]),
+                   op->n_bufs ? op->state[i * op->n_bufs] : NULL);
+    return KILN_OK;
+  }
   kiln_tensor **staged = n ? core_calloc((size_t)n, sizeof *staged) : NULL;
   if (n && !staged) {
     core_error_prefix("optim_step: ");

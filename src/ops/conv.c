@@ -307,6 +307,12 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
         else ((double *)core_data(o[2]))[c] += s;
       }
   }
+  if (mask[0] && op_conv_bwd_data_applies(&g)) { /* Note [Backward data as a conv] */
+    if ((rc = op_conv_bwd_data(dt, &g, wd, god, core_data(o[0]))) < 0) goto done;
+    bool rest[3] = {false, mask[1], false};
+    rc = op_conv_backward(dt, &g, rest, xd, wd, god, core_data(o[0]), core_data(o[1]));
+    goto done;
+  }
   rc = op_conv_backward(dt, &g, mask, xd, wd, god, core_data(o[0]), core_data(o[1]));
 done:
   kiln_release(goo);

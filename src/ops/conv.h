@@ -65,6 +65,17 @@ int op_conv_geom(const char *fn, const kiln_tensor *x, const kiln_tensor *w,
 int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const char *x,
                      const char *w, const char *go, char *gx, char *gw);
 
+/* Whether op_conv_bwd_data computes g's input gradient (stride 1, not
+ * a 1x1 kernel without padding; Note [Backward data as a conv] in
+ * conv_bwd_data.c). */
+bool op_conv_bwd_data_applies(const win_geom *g);
+
+/* gx[N, G C, H, W] = the input gradient of op_conv_forward for grad_output
+ * go [N, O, OH, OW] (OVERWRITTEN, not added to), w [O, C, KH, KW], all
+ * contiguous, g validated by conv.c with op_conv_bwd_data_applies(g).
+ * Same dtypes and failure as op_conv_forward. */
+int op_conv_bwd_data(kiln_dtype dt, const win_geom *g, const char *w, const char *go, char *gx);
+
 /* Max pooling of values only over g (pool_geom's planes: g->C planes of
  * H x W into OH x OW, dilation 1), x and out contiguous, dt float32 or
  * float64 (Note [Separable max] in pool_max.c). 0, or KILN_ERR_NOMEM with

@@ -36,6 +36,14 @@
  * per image than batch 128, as 2 data-parallel ranks of 64 need (issue
  * 18). resnet18 keeps 4 MiB but for its first 1x1 downsample (8 images a
  * chunk instead of 16); its training step measured 0.92-1.03x (noise).
+ *
+ * Note [Weight gradient transposed]: where the batch has many output
+ * positions (N L >= 1024: resnet18's conv1 to layer2 at 64x64, batch 16),
+ * the weight gradient is computed as its transpose gW^T[K, O] = col @
+ * gout'^T, then added to gW: the large col is then the GEMM's A, read in
+ * place or packed by rows, not B transposed 16 x 16 into panels, and
+ * gout' (K / O times smaller) is the packed B; 1.05-1.5x faster GEMMs. At
+ * fewer positions the [K, O] transpose would cost more than it saves.
  * The K order of every dot product is the per-image one, so forward
  * results do not depend on the chunking; the weight gradient sums the
  * images inside one GEMM (not per thread), which rounds differently. */
@@ -350,8 +358,11 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
   bool direct = nb == 1 && is_pointwise(g);
   char *buf = scratch(fn, per, nb, 3, &block);
   if (!buf) return KILN_ERR_NOMEM;
-  size_t m = per * (size_t)nb;
+  size_t m = per * (size_t)nb, wbytes = (size_t)(g->O * K) * es, wblock = 0;
   char *col = buf, *gcol = buf + m, *got = buf + 2 * m; /* [K, nL], [K, nL], [O, nL] */
+  /* Note [Weight gradient transposed] */
+  char *gwt = mask[1] && g->N * L >= 1024 ? core_block_alloc(wbytes, &wblock) : NULL;
+  if (gwt) memset(gwt, 0, wbytes);
   for (int64_t i0 = 0; i0 < g->N; i0 += nb) {
     core_poll(); /* Note [Kernel poll] */
     int64_t n = g->N - i0 < nb ? g->N - i0 : nb, ld = n * L;
@@ -370,8 +381,12 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
           im2col_images(dt, g, b, xs, n, col, ld);
           b = col, ldb = ld;
         }
-        op_gemm(dt, false, true, Og, K, ld, 1.0, gk, ldg, b, ldb, 1.0,
-                gw + (size_t)(k * Og * K) * es, K);
+        if (gwt)
+          op_gemm(dt, false, true, K, Og, ld, 1.0, b, ldb, gk, ldg, 1.0,
+                  gwt + (size_t)(k * Og * K) * es, Og);
+        else
+          op_gemm(dt, false, true, Og, K, ld, 1.0, gk, ldg, b, ldb, 1.0,
+                  gw + (size_t)(k * Og * K) * es, K);
       }
       if (mask[0]) {
         char *gxk = gx + (size_t)(i0 * xs + k * gxs) * es;
@@ -384,6 +399,14 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
       }
     }
   }
+  for (int64_t k = 0; gwt && k < g->G; k++) /* gw[o, kk] += gwt[kk, o] per group */
+    for (int64_t o = 0; o < Og; o++)
+      for (int64_t kk = 0; kk < K; kk++) {
+        size_t at = (size_t)((k * Og + o) * K + kk), from = (size_t)(k * Og * K + kk * Og + o);
+        if (dt == KILN_DTYPE_F32) ((float *)gw)[at] += ((const float *)gwt)[from];
+        else ((double *)gw)[at] += ((const double *)gwt)[from];
+      }
+  if (gwt) core_block_free(gwt, wblock);
   core_block_free(buf, block);
   return 0;
 }

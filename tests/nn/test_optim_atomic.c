@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "nn/nn.h"
 #include "test.h"
 
 typedef struct opt_run {
@@ -134,8 +135,10 @@ TEST(oom_sweep_optim_step_all_or_nothing) {
                           .weight_decay = 0.01};
   kiln_optim_opts adam = {.kind = KILN_OPTIM_ADAM, .lr = 0.01, .weight_decay = 0.01};
   kiln_optim_opts adamw = {.kind = KILN_OPTIM_ADAMW, .lr = 0.01, .weight_decay = 0.01};
+  nn_sgd_fused_enabled = false; /* the ops' allocations (Note [Fused SGD]) */
   int h1 = sweep("sgd", &sgd), h2 = sweep("sgd momentum", &mom);
   int h3 = sweep("sgd nesterov", &nest), h4 = sweep("adam", &adam), h5 = sweep("adamw", &adamw);
+  nn_sgd_fused_enabled = true;
   test_note("failure points: sgd %d, momentum %d, nesterov %d, adam %d, adamw %d", h1, h2, h3, h4,
             h5);
   CHECK(h1 >= 4 && h2 >= 4 && h3 > 8 && h4 > 20 && h5 > 20);
