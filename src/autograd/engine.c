@@ -255,7 +255,7 @@ static int ensure_inbuf(ag_node *n) {
 }
 
 static void drop_inbuf(ag_node *n) {
-  if (n->n_factors) ag_factors_drop(n);
+  if (n->fx || n->fy) ag_factors_drop(n); /* arrays even without pairs: a failed add */
   if (!n->inbuf) return;
   for (int i = 0; i < n->n_inputs; i++) kiln_release(n->inbuf[i]);
   core_free(n->inbuf);
