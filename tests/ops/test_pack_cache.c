@@ -3,6 +3,7 @@
  * bits as without it, in both layouts the recurrent step uses (h @ W^T and
  * g @ W); an in-place write inside the scope, and a write through the data
  * pointer between scopes, are never read stale; a scope's end frees it. */
+#include "core/cpu.h"
 #include "ops/op.h"
 #include "test.h"
 
@@ -36,8 +37,15 @@ static void run_layout(bool transposed) {
   op_pack_scope_begin();
   for (int r = 0; r < 4; r++) got[r] = kiln_mm(h, b);
   op_pack_stats(&hits1, &n_entries);
-  CHECK_MSG(hits1 - hits0 >= 2, "the 3rd and 4th products should hit: %ld hits", hits1 - hits0);
-  CHECK(n_entries > 0);
+  /* at the baseline level float32 GEMM is OpenBLAS's (Note [CPU levels]):
+   * kiln packs nothing there, so nothing is cached; the values below are
+   * checked at every level */
+  if (core_cpu_level() >= CORE_CPU_AVX2) {
+    CHECK_MSG(hits1 - hits0 >= 2, "the 3rd and 4th products should hit: %ld hits", hits1 - hits0);
+    CHECK(n_entries > 0);
+  } else {
+    CHECK_EQ_INT(n_entries, 0);
+  }
   for (int r = 0; r < 4; r++) CHECK_MSG(same_bits(got[r], want), "product %d differs", r);
   /* the values are the product's (not just self-consistent) */
   int64_t n = b->shape[1];
