@@ -47,7 +47,14 @@ int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const ch
 int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out);
 
-/* Whether op_conv_forward_ep may take op_conv_forward_avx512 (true); a
+/* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
+ * conv_avx2.c; bitwise the AVX-512 kernel's outputs under GCC): returns 1
+ * when it computed out, 0 when it does not apply (another CPU level, an
+ * offset past int32), or KILN_ERR_NOMEM (error set; out unspecified). */
+int op_conv_forward_avx2(const win_geom *g, const float *x, const float *w,
+                         const conv_epilogue *ep, float *out);
+
+/* Whether op_conv_forward_ep may take op_conv_forward_avx512 or _avx2 (true); a
  * test hook, so tests compare it with conv_gemm.c's path. */
 extern bool op_conv_implicit;
 

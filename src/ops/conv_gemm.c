@@ -276,6 +276,7 @@ int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const ch
   if (!ep) ep = &none;
   if (dt == KILN_DTYPE_F32 && op_conv_implicit) { /* Note [Implicit im2col] in conv_avx512.c */
     int rc = op_conv_forward_avx512(g, (const float *)x, (const float *)w, ep, (float *)out);
+    if (rc == 0) rc = op_conv_forward_avx2(g, (const float *)x, (const float *)w, ep, (float *)out);
     if (rc != 0) return rc < 0 ? rc : 0;
   }
   /* only a bias: the GEMM adds it (one image) or the scatter does */

@@ -1,13 +1,16 @@
-/* tests/ops/test_conv_avx512.c: the implicit-im2col float32 forward
- * (Note [Implicit im2col] in src/ops/conv_avx512.c) against a direct
+/* tests/ops/test_conv_avx512.c: the implicit-im2col float32 forward at
+ * AVX-512 and at AVX2 (Note [Implicit im2col] in src/ops/conv_avx512.c,
+ * Note [Implicit im2col at AVX2] in conv_avx2.c) against a direct
  * convolution in double with the fused epilogue (scale, shift, residual,
  * relu), and against conv_gemm.c's path: the dot-product path (few
  * positions), row loads and gathers, outputs stored whole and scattered
- * across images, channel counts off the 8-row tile, blocks past one, groups,
- * and one thread against two (bitwise). Skipped without AVX-512. */
+ * across images, channel counts off the 8- and 6-row tiles, blocks past
+ * one, groups, one thread against two (bitwise), and the two levels
+ * against each other (bitwise). Each level is skipped where the CPU lacks it. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/conv.h"
 #include "test.h"
@@ -64,10 +67,14 @@ static void reference(const imp_case *c, int64_t OH, int64_t OW, const float *x,
         }
 }
 
-TEST(conv2d_implicit_im2col_equals_direct_and_gemm_path) {
-  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+typedef int (*conv_kernel)(const win_geom *, const float *, const float *, const conv_epilogue *,
+                           float *);
+
+/* Every case through kern at level: against the double reference, 1
+ * thread against 2, and conv_gemm.c's path. */
+static void check_kernel(int level, conv_kernel kern) {
   int saved = core_cpu_level();
-  core_cpu_set_level(CORE_CPU_AVX512);
+  core_cpu_set_level(level);
   unsigned seed = 7;
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     const imp_case *c = &cases[k];
@@ -93,9 +100,9 @@ TEST(conv2d_implicit_im2col_equals_direct_and_gemm_path) {
     reference(c, OH, OW, x, w, sc, shv, rv, y);
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
+    int rc1 = kern(&g, x, w, &ep, o1);
     omp_set_num_threads(2);
-    int rc2 = op_conv_forward_avx512(&g, x, w, &ep, o2);
+    int rc2 = kern(&g, x, w, &ep, o2);
     omp_set_num_threads(nt);
     op_conv_implicit = false;
     int rc3 = op_conv_forward_ep(KILN_DTYPE_F32, &g, (const char *)x, (const char *)w, &ep,
@@ -111,11 +118,60 @@ TEST(conv2d_implicit_im2col_equals_direct_and_gemm_path) {
       gemm += !(fabs(o1[i] - o3[i]) <= 1e-5 * big);
     }
     CHECK_MSG(bad == 0 && diff == 0 && gemm == 0,
-              "case %zu: %d off the direct conv, %d differ between 1 and 2 threads, %d off "
-              "conv_gemm.c's",
-              k, bad, diff, gemm);
+              "level %d case %zu: %d off the direct conv, %d differ between 1 and 2 threads, %d "
+              "off conv_gemm.c's",
+              level, k, bad, diff, gemm);
   next:
     free(x), free(w), free(res), free(ch), free(o1), free(o2), free(o3), free(y);
+  }
+  core_cpu_set_level(saved);
+}
+
+TEST(conv2d_implicit_im2col_equals_direct_and_gemm_path) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  check_kernel(CORE_CPU_AVX512, op_conv_forward_avx512);
+}
+
+TEST(conv2d_implicit_im2col_avx2_equals_direct_and_gemm_path) {
+  if (core_cpu_max_level() < CORE_CPU_AVX2) return; /* nothing to test on this CPU */
+  check_kernel(CORE_CPU_AVX2, op_conv_forward_avx2);
+}
+
+/* The AVX2 kernel forms each output's sum as the AVX-512 one does (Note
+ * [Implicit im2col at AVX2]): bitwise the same outputs for every case. */
+TEST(conv2d_implicit_im2col_avx2_bitwise_equals_avx512) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* needs both levels */
+  int saved = core_cpu_level();
+  unsigned seed = 11;
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    const imp_case *c = &cases[k];
+    int64_t OH = osz(c->H, c->KH, c->sh, c->ph, c->dh), OW = osz(c->W, c->KW, c->sw, c->pw, c->dw);
+    win_geom g = {.N = c->N, .C = c->C / c->G, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                  .KW = c->KW, .OH = OH, .OW = OW, .sh = c->sh, .sw = c->sw, .ph = c->ph,
+                  .pw = c->pw, .dh = c->dh, .dw = c->dw, .G = c->G};
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C / c->G * c->KH * c->KW);
+    size_t no = (size_t)(c->N * c->O * OH * OW);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *res = malloc(no * 4), *ch = malloc((size_t)c->O * 8);
+    float *o1 = malloc(no * 4), *o2 = malloc(no * 4);
+    CHECK(x && w && res && ch && o1 && o2);
+    if (!(x && w && res && ch && o1 && o2)) goto next;
+    for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&seed);
+    for (size_t i = 0; i < no; i++) res[i] = frand(&seed);
+    for (int64_t i = 0; i < 2 * c->O; i++) ch[i] = frand(&seed) + 1.5f;
+    conv_epilogue ep = {.scale = c->scale ? (const char *)ch : NULL,
+                        .shift = c->shift ? (const char *)(ch + c->O) : NULL,
+                        .residual = c->residual ? (const char *)res : NULL, .relu = c->relu};
+    core_cpu_set_level(CORE_CPU_AVX512);
+    int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
+    core_cpu_set_level(CORE_CPU_AVX2);
+    int rc2 = op_conv_forward_avx2(&g, x, w, &ep, o2);
+    CHECK_MSG(rc1 == 1 && rc2 == 1, "case %zu: rc %d %d", k, rc1, rc2);
+    int diff = 0;
+    for (size_t i = 0; i < no; i++) diff += memcmp(&o1[i], &o2[i], 4) != 0;
+    CHECK_MSG(diff == 0, "case %zu: %d of %zu outputs differ between AVX-512 and AVX2", k, diff, no);
+  next:
+    free(x), free(w), free(res), free(ch), free(o1), free(o2);
   }
   core_cpu_set_level(saved);
 }
@@ -140,5 +196,15 @@ TEST(conv2d_implicit_im2col_relu_keeps_nan_and_declines_other_levels) {
   CHECK_EQ_INT(zeros, 96);
   core_cpu_set_level(CORE_CPU_AVX2);
   CHECK_EQ_INT(op_conv_forward_avx512(&g, x, w, &ep, out), 0);
+  for (int i = 0; i < 108; i++) out[i] = 5.0f;
+  CHECK_EQ_INT(op_conv_forward_avx2(&g, x, w, &ep, out), 1);
+  nans = zeros = 0;
+  for (int i = 0; i < 108; i++) nans += isnan(out[i]), zeros += out[i] == 0.0f;
+  CHECK_EQ_INT(nans, 12);
+  CHECK_EQ_INT(zeros, 96);
+  core_cpu_set_level(CORE_CPU_AVX512);
+  CHECK_EQ_INT(op_conv_forward_avx2(&g, x, w, &ep, out), 0);
+  core_cpu_set_level(CORE_CPU_BASELINE);
+  CHECK_EQ_INT(op_conv_forward_avx2(&g, x, w, &ep, out), 0);
   core_cpu_set_level(saved);
 }
