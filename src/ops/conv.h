@@ -48,7 +48,7 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out);
 
 /* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
- * conv_avx2.c; bitwise the AVX-512 kernel's outputs under GCC): returns 1
+ * conv_avx2.c; bitwise the AVX-512 kernel's outputs): returns 1
  * when it computed out, 0 when it does not apply (another CPU level, an
  * offset past int32), or KILN_ERR_NOMEM (error set; out unspecified). */
 int op_conv_forward_avx2(const win_geom *g, const float *x, const float *w,
