@@ -142,3 +142,92 @@ TEST(conv2d_implicit_im2col_relu_keeps_nan_and_declines_other_levels) {
   CHECK_EQ_INT(op_conv_forward_avx512(&g, x, w, &ep, out), 0);
   core_cpu_set_level(saved);
 }
+
+/* gw[o, c, ki, kj] = sum over n, oh, ow of go[n, o, oh, ow] x[n, g c, ih, iw], in double. */
+static void reference_wgrad(const imp_case *c, int64_t OH, int64_t OW, const float *x,
+                            const float *go, double *gw) {
+  int64_t Cg = c->C / c->G, Og = c->O / c->G;
+  for (int64_t o = 0; o < c->O; o++)
+    for (int64_t ci = 0; ci < Cg; ci++)
+      for (int64_t ki = 0; ki < c->KH; ki++)
+        for (int64_t kj = 0; kj < c->KW; kj++) {
+          double s = 0;
+          for (int64_t n = 0; n < c->N; n++)
+            for (int64_t oh = 0; oh < OH; oh++)
+              for (int64_t ow = 0; ow < OW; ow++) {
+                int64_t ih = oh * c->sh - c->ph + ki * c->dh, iw = ow * c->sw - c->pw + kj * c->dw;
+                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                s += (double)x[((n * c->C + o / Og * Cg + ci) * c->H + ih) * c->W + iw] *
+                     go[((n * c->O + o) * OH + oh) * OW + ow];
+              }
+          gw[((o * Cg + ci) * c->KH + ki) * c->KW + kj] = s;
+        }
+}
+
+/* The weight gradient (Note [Implicit weight gradient]): odd channel
+ * counts (K off the 32-wide panels, O off the 8-row tiles), strides,
+ * padding, dilation, groups, position blocks past one and cut inside an
+ * image, images of 1 to 1000+ positions; against the direct sums in
+ * double, conv_gemm.c's path, and itself at 1 and 2 threads (bitwise).
+ * gw is added to: it starts at a known value. */
+TEST(conv2d_implicit_weight_gradient_equals_direct_and_gemm_path) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  static const imp_case wcases[] = {
+      {1, 5, 3, 3, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    /* P 9, K 45 */
+      {3, 7, 16, 16, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* row loads, 6 blocks */
+      {16, 20, 2, 2, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, /* 2x2 images: quads */
+      {4, 10, 5, 6, 9, 3, 2, 2, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},   /* stride, dilation: gathers */
+      {2, 3, 30, 33, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0, 0, 0}, /* conv1-like: K 147 */
+      {2, 12, 9, 9, 12, 3, 3, 1, 1, 2, 2, 2, 2, 3, 0, 0, 0, 0},  /* groups 3 */
+      {3, 33, 8, 8, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},  /* 1x1 stride 2, K 33 */
+      {5, 3, 7, 5, 6, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0},    /* no padding, K 27 < 32 */
+  };
+  int saved = core_cpu_level();
+  core_cpu_set_level(CORE_CPU_AVX512);
+  unsigned seed = 11;
+  for (size_t k = 0; k < sizeof wcases / sizeof *wcases; k++) {
+    const imp_case *c = &wcases[k];
+    int64_t OH = osz(c->H, c->KH, c->sh, c->ph, c->dh), OW = osz(c->W, c->KW, c->sw, c->pw, c->dw);
+    win_geom g = {.N = c->N, .C = c->C / c->G, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                  .KW = c->KW, .OH = OH, .OW = OW, .sh = c->sh, .sw = c->sw, .ph = c->ph,
+                  .pw = c->pw, .dh = c->dh, .dw = c->dw, .G = c->G};
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C / c->G * c->KH * c->KW);
+    size_t no = (size_t)(c->N * c->O * OH * OW);
+    float *x = malloc(nx * 4), *go = malloc(no * 4), *g1 = malloc(nw * 4), *g2 = malloc(nw * 4);
+    float *g3 = malloc(nw * 4);
+    double *y = malloc(nw * sizeof *y);
+    CHECK(x && go && g1 && g2 && g3 && y);
+    if (!(x && go && g1 && g2 && g3 && y)) goto next;
+    for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < no; i++) go[i] = frand(&seed);
+    reference_wgrad(c, OH, OW, x, go, y);
+    for (size_t i = 0; i < nw; i++) g1[i] = g2[i] = g3[i] = 0.25f, y[i] += 0.25;
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc1 = op_conv_wgrad_avx512(&g, x, go, g1);
+    omp_set_num_threads(2);
+    int rc2 = op_conv_wgrad_avx512(&g, x, go, g2);
+    omp_set_num_threads(nt);
+    op_conv_implicit = false;
+    bool mask[3] = {false, true, false};
+    int rc3 = op_conv_backward(KILN_DTYPE_F32, &g, mask, (const char *)x, NULL, (const char *)go,
+                               NULL, (char *)g3);
+    op_conv_implicit = true;
+    CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 0, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);
+    double big = 1e-30;
+    for (size_t i = 0; i < nw; i++) big = fmax(big, fabs(y[i]));
+    int bad = 0, diff = 0, gemm = 0;
+    for (size_t i = 0; i < nw; i++) {
+      bad += !(fabs(g1[i] - y[i]) <= 1e-5 * big);
+      diff += g1[i] != g2[i];
+      gemm += !(fabs(g1[i] - g3[i]) <= 1e-5 * big);
+    }
+    CHECK_MSG(bad == 0 && diff == 0 && gemm == 0,
+              "case %zu: %d off the direct sums, %d differ between 1 and 2 threads, %d off "
+              "conv_gemm.c's",
+              k, bad, diff, gemm);
+  next:
+    free(x), free(go), free(g1), free(g2), free(g3), free(y);
+  }
+  core_cpu_set_level(saved);
+}
