@@ -47,11 +47,14 @@ int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const ch
 int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out);
 
-/* gw[O, C, KH, KW] += the weight gradient of op_conv_forward for
- * grad_output go [N, O, OH, OW], float32 at the AVX-512 level (Note
- * [Implicit weight gradient] in conv_avx512.c); layouts as
- * op_conv_backward's. Returns 1 when it computed gw, 0 when it does not
- * apply (as op_conv_forward_avx512), or KILN_ERR_NOMEM (error set; gw
+/* Whether op_conv_wgrad_avx512 computes g's weight gradient for dtype dt
+ * (float32, the AVX-512 level, op_conv_implicit, every offset in int32). */
+bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g);
+
+/* gw[O, C, KH, KW] = (OVERWRITTEN, not added to) the weight gradient of
+ * op_conv_forward for grad_output go [N, O, OH, OW], x and go contiguous,
+ * g validated by conv.c with op_conv_wgrad_avx512_applies (Note [Implicit
+ * weight gradient] in conv_avx512.c). 0, or KILN_ERR_NOMEM (error set; gw
  * unspecified). */
 int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, float *gw);
 

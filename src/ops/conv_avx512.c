@@ -478,7 +478,7 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
  * packed straight from the input: 16 rows k of 16 positions read as the
  * forward's panels are (read_vec), then transposed 16 x 16 in registers.
  * Positions go in blocks of WB_P (the panel, 16 KiB, stays in L1); each
- * block's tile sums go into gW. The k panels are shared out among the
+ * block's tile sums are stored into gW, the next blocks' added. The k panels are shared out among the
  * threads, each packing its own, so every gW element is summed in the
  * same order (positions in order within a block, blocks in order) at
  * any thread count. */
@@ -533,11 +533,11 @@ static void pack_wpanel(const conv_job *j, const conv_block *b, int64_t k0, floa
     }
 }
 
-/* gw rows [o0, o0 + mr) x columns [k0, k0 + kw) += the sums over the np
- * positions of the packed rows a ([np][8]: row i of position p at
- * a[8 p + i]) times the panel bp. */
+/* gw rows [o0, o0 + mr) x columns [k0, k0 + kw) = (first) or += the sums
+ * over the np positions of the packed rows a ([np][8]: row i of position p
+ * at a[8 p + i]) times the panel bp. */
 static void wtile(const float *a, int mr, const float *bp, int64_t np, float *gw, int64_t K,
-                  int kw) {
+                  int kw, bool first) {
   __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t p = 0; p < np; p++) {
@@ -556,10 +556,12 @@ static void wtile(const float *a, int mr, const float *bp, int64_t np, float *gw
   __mmask16 m1 = (__mmask16)(kw >= 32 ? 0xffff : kw <= 16 ? 0 : (1u << (kw - 16)) - 1);
   for (int i = 0; i < mr; i++) {
     float *d = gw + i * K;
-    _mm512_mask_storeu_ps(d, m0, _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d), acc[i][0]));
-    if (m1)
-      _mm512_mask_storeu_ps(d + 16, m1,
-                            _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + 16), acc[i][1]));
+    if (!first) {
+      acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d), acc[i][0]);
+      acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + 16), acc[i][1]);
+    }
+    _mm512_mask_storeu_ps(d, m0, acc[i][0]);
+    _mm512_mask_storeu_ps(d + 16, m1, acc[i][1]);
   }
 }
 
@@ -619,7 +621,7 @@ static int run_wgrad(const conv_job *j, const float *go, float *gw, int nt) {
             _mm_prefetch((const char *)(gw + i * j->K + k0), _MM_HINT_T0);
             _mm_prefetch((const char *)(gw + i * j->K + k0 + 16), _MM_HINT_T0);
           }
-          wtile(ap + o * WB_P, mr, b.bp, nc, gw + o * j->K + k0, j->K, kw);
+          wtile(ap + o * WB_P, mr, b.bp, nc, gw + o * j->K + k0, j->K, kw, blk == 0);
         }
       }
     }
@@ -630,22 +632,27 @@ static int run_wgrad(const conv_job *j, const float *go, float *gw, int nt) {
   return 0;
 }
 
+bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g) {
+  if (dt != KILN_DTYPE_F32 || core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit)
+    return false;
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, xs = g->G * g->C * g->H * g->W;
+  return K > 0 && L > 0 && g->N > 0 && g->O > 0 && xs > 0 && g->N <= INT32_MAX / 2 / xs &&
+         g->N * g->O <= INT32_MAX / L && K <= INT32_MAX / NR &&
+         g->KH * g->dh <= INT32_MAX / 4 / g->W && g->KW * g->dw <= INT32_MAX / 4;
+}
+
 int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, float *gw) {
-  if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit) return 0;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W, P = g->N * L;
-  if (K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs || g->N * g->O > INT32_MAX / L ||
-      K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W || g->KW * g->dw > INT32_MAX / 4)
-    return 0;
   double work = (double)P * (double)g->O * (double)K;
   int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
-  int rc = 0;
-  for (int64_t k = 0; k < g->G && rc == 0; k++) {
+  for (int64_t k = 0; k < g->G; k++) {
     conv_job j = {.g = g, .x = x + k * g->C * g->H * g->W, .w = NULL, .ep = NULL, .out = NULL,
                   .K = K, .L = L, .P = P, .Og = Og, .ch0 = k * Og, .xs = xs};
-    rc = run_wgrad(&j, go, gw + k * Og * K, nt);
+    int rc = run_wgrad(&j, go, gw + k * Og * K, nt);
+    if (rc < 0) return rc;
   }
-  return rc < 0 ? rc : 1;
+  return 0;
 }
 
 #ifdef __clang__

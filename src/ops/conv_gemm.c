@@ -352,12 +352,6 @@ int op_conv_backward(kiln_dtype dt, const win_geom *g, const bool mask[3], const
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W, os = g->O * L, gxs = g->C * g->H * g->W;
   size_t es = kiln_dtype_size(dt), per = 0, block = 0;
-  bool only[3] = {mask[0], mask[1], false};
-  if (mask[1] && dt == KILN_DTYPE_F32) { /* Note [Implicit weight gradient] in conv_avx512.c */
-    int rc = op_conv_wgrad_avx512(g, (const float *)x, (const float *)go, (float *)gw);
-    if (rc < 0) return rc;
-    if (rc == 1) only[1] = false, mask = only;
-  }
   if (!mask[0] && !mask[1]) return 0;
   int64_t nb = chunk_images(fn, g, es, &per);
   if (nb < 0) return KILN_ERR_INVALID;
