@@ -47,6 +47,16 @@ int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const ch
 int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out);
 
+/* op_conv_forward_avx512 without epilogue for a weight given as the
+ * transpose-flip of w[C, O, KH, KW] (a conv's original weight for the
+ * geometry g of its input gradient, Note [Backward data as a conv] in
+ * conv_bwd_data.c): out[n, o] = sum over c, ki, kj of w[c, o, KH-1-ki,
+ * KW-1-kj] x[n, c, ...] (Note [Flipped weights] in conv_avx512.c).
+ * Returns 1 when it computed out, 0 when it does not apply (as
+ * op_conv_forward_avx512, or groups, or few positions), or KILN_ERR_NOMEM. */
+int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                   float *out);
+
 /* Whether op_conv_wgrad_avx512 computes g's weight gradient for dtype dt
  * (float32, the AVX-512 level, op_conv_implicit, every offset in int32). */
 bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g);

@@ -84,6 +84,8 @@ typedef struct conv_job {
   int64_t K, L, P, Og;   /* K = C KH KW, L = OH OW, P = N L */
   int64_t ch0;           /* the group's first output channel */
   int64_t xs;            /* elements between images of x */
+  int64_t fkk;           /* > 0: w is a weight [K / fkk][Og][fkk] read flipped
+                          * (Note [Flipped weights]); 0: w is [Og][K] */
 } conv_job;
 
 /* How a panel vector's 16 lanes are read from the input (offsets of the
@@ -228,12 +230,19 @@ static inline void put(const conv_job *j, const conv_block *b, int64_t v, int64_
 
 /* The tile of rows [o0, o0 + mr) (mr <= MR, of the group) and panel jp of
  * the block: the whole K's sums, then put. Rows past mr read row mr - 1. */
+static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp,
+                         __m512 acc[MR][2]);
+
 static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp) {
   int64_t K = j->K;
+  __m512 acc[MR][2];
+  if (j->fkk) {
+    tile_flipped(j, b, o0, mr, jp, acc);
+    goto put;
+  }
   const float *a[MR];
   for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * K;
   const float *bp = b->bp + jp * K * NR;
-  __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
               *a6 = a[6], *a7 = a[7];
@@ -250,6 +259,7 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
 #undef ROW
     bp += NR;
   }
+put:;
   const conv_epilogue *ep = j->ep;
   int64_t v0 = jp * 2;
   for (int i = 0; i < mr; i++) {
@@ -258,6 +268,41 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
     __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
     put(j, b, v0, ch, acc[i][0], s, t);
     if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
+  }
+}
+
+/* Note [Flipped weights]: the stride-1 input gradient is a forward conv
+ * of grad_output with the weight transposed and flipped (Note [Backward
+ * data as a conv] in conv_bwd_data.c), whose copy streamed the weights
+ * twice more (3% of resnet18's training step, most at layer 4's 9 MB
+ * weights). Here the tiles read the original weight w[o][c][kk] in place:
+ * row c of the product at k = o KK + t is w[o][c][KK - 1 - t], the 8 rows'
+ * KK-runs adjacent in memory. Same sums in the same order as the copy's. */
+static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp,
+                         __m512 acc[MR][2]) {
+  int64_t KK = j->fkk, no = j->K / KK, ostride = j->Og * KK;
+  const float *a[MR];
+  for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * KK + KK - 1;
+  const float *bp = b->bp + jp * j->K * NR;
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+              *a6 = a[6], *a7 = a[7];
+  for (int64_t o = 0; o < no; o++) {
+    for (int64_t t = 0; t < KK; t++) {
+      __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#define ROW(i, p)                                                        \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(p[-t]);                                   \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+      ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3);
+      ROW(4, a4); ROW(5, a5); ROW(6, a6); ROW(7, a7);
+#undef ROW
+      bp += NR;
+    }
+    a0 += ostride, a1 += ostride, a2 += ostride, a3 += ostride;
+    a4 += ostride, a5 += ostride, a6 += ostride, a7 += ostride;
   }
 }
 
@@ -464,6 +509,24 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
     if (rc < 0) return rc;
   }
   return 1;
+}
+
+int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                   float *out) {
+  if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit || g->G != 1) return 0;
+  int64_t L = g->OH * g->OW, KK = g->KH * g->KW, K = g->C * KK, P = g->N * L;
+  int64_t xs = g->C * g->H * g->W;
+  if (P <= DOT_MAX || K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs ||
+      g->N * g->O > INT32_MAX / L || K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W ||
+      g->KW * g->dw > INT32_MAX / 4)
+    return 0;
+  conv_epilogue none = {0};
+  double work = (double)P * (double)g->O * (double)K;
+  int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
+  conv_job j = {.g = g, .x = x, .w = w, .ep = &none, .out = out, .K = K, .L = L, .P = P,
+                .Og = g->O, .ch0 = 0, .xs = xs, .fkk = KK};
+  int rc = run_gemm(&j, nt);
+  return rc < 0 ? rc : 1;
 }
 
 /* ---- weight gradient ----------------------------------------------------------- */

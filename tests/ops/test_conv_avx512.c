@@ -233,3 +233,63 @@ TEST(conv2d_implicit_weight_gradient_equals_direct_and_gemm_path) {
   }
   core_cpu_set_level(saved);
 }
+
+/* Note [Flipped weights]: the forward with the weight read transposed
+ * and flipped in place equals the forward with the flipped copy bit for
+ * bit (the same sums in the same order), at 1 and 2 threads, over odd
+ * channel counts, kernels 3x3, 2x3 and 1x1 with padding, dilation, and
+ * blocks past one; few positions and groups decline. */
+TEST(conv2d_implicit_flipped_weight_equals_flipped_copy) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  static const imp_case fcases[] = {
+      {3, 7, 16, 16, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {16, 20, 2, 2, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},
+      {4, 10, 5, 6, 9, 2, 3, 1, 1, 1, 0, 1, 2, 1, 0, 0, 0, 0},
+      {2, 33, 9, 9, 5, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 0, 0, 0},
+  };
+  int saved = core_cpu_level();
+  core_cpu_set_level(CORE_CPU_AVX512);
+  unsigned seed = 5;
+  for (size_t k = 0; k < sizeof fcases / sizeof *fcases; k++) {
+    const imp_case *c = &fcases[k];
+    int64_t OH = osz(c->H, c->KH, c->sh, c->ph, c->dh), OW = osz(c->W, c->KW, c->sw, c->pw, c->dw);
+    win_geom g = {.N = c->N, .C = c->C, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                  .KW = c->KW, .OH = OH, .OW = OW, .sh = 1, .sw = 1, .ph = c->ph,
+                  .pw = c->pw, .dh = c->dh, .dw = c->dw, .G = 1};
+    int64_t KK = c->KH * c->KW;
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C * KK);
+    size_t no = (size_t)(c->N * c->O * OH * OW);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *wf = malloc(nw * 4);
+    float *o1 = malloc(no * 4), *o2 = malloc(no * 4), *o3 = malloc(no * 4);
+    CHECK(x && w && wf && o1 && o2 && o3);
+    if (!(x && w && wf && o1 && o2 && o3)) goto next;
+    for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&seed);
+    /* w holds [C][O][KK] (an original conv's weight, C its out channels);
+     * wf[o][c][t] = w[c][o][KK - 1 - t] */
+    for (int64_t o = 0; o < c->O; o++)
+      for (int64_t ci = 0; ci < c->C; ci++)
+        for (int64_t t = 0; t < KK; t++)
+          wf[(o * c->C + ci) * KK + t] = w[(ci * c->O + o) * KK + KK - 1 - t];
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc1 = op_conv_forward_avx512_flipped(&g, x, w, o1);
+    omp_set_num_threads(2);
+    int rc2 = op_conv_forward_avx512_flipped(&g, x, w, o2);
+    omp_set_num_threads(nt);
+    int rc3 = op_conv_forward_avx512(&g, x, wf, NULL, o3);
+    CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 1, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);
+    int diff = 0;
+    for (size_t i = 0; i < no; i++) diff += o1[i] != o3[i] || o2[i] != o3[i];
+    CHECK_MSG(diff == 0, "case %zu: %d outputs differ from the flipped copy's", k, diff);
+  next:
+    free(x), free(w), free(wf), free(o1), free(o2), free(o3);
+  }
+  win_geom one = {.N = 1, .C = 4, .H = 3, .W = 3, .O = 4, .KH = 3, .KW = 3, .OH = 3, .OW = 3,
+                  .sh = 1, .sw = 1, .ph = 1, .pw = 1, .dh = 1, .dw = 1, .G = 1};
+  float x[36] = {0}, w[144] = {0}, out[36];
+  CHECK_EQ_INT(op_conv_forward_avx512_flipped(&one, x, w, out), 0); /* P 9: dots decline */
+  one.G = 2, one.C = 2;
+  CHECK_EQ_INT(op_conv_forward_avx512_flipped(&one, x, w, out), 0);
+  core_cpu_set_level(saved);
+}
