@@ -69,6 +69,9 @@
 bool op_conv_implicit = true;
 
 enum { MR = 8, NR = 32, NCMAX = 1024, DOT_MAX = 16 };
+#ifndef FLIP_AHEAD
+#define FLIP_AHEAD 6 /* o's ahead that tile_flipped prefetches its weights */
+#endif
 #ifndef PREFETCH
 #define PREFETCH 256 /* floats ahead on each weight row the dot products stream */
 #endif
@@ -277,7 +280,8 @@ put:;
  * twice more (3% of resnet18's training step, most at layer 4's 9 MB
  * weights). Here the tiles read the original weight w[o][c][kk] in place:
  * row c of the product at k = o KK + t is w[o][c][KK - 1 - t], the 8 rows'
- * KK-runs adjacent in memory. Same sums in the same order as the copy's. */
+ * KK-runs adjacent in memory, each o's in another page, so prefetched.
+ * Same sums in the same order as the copy's. */
 static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp,
                          __m512 acc[MR][2]) {
   int64_t KK = j->fkk, no = j->K / KK, ostride = j->Og * KK;
@@ -287,7 +291,14 @@ static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
               *a6 = a[6], *a7 = a[7];
+  int64_t span = (MR * KK * (int64_t)sizeof(float) + 63) / 64 + 1; /* lines of 8 rows' runs */
   for (int64_t o = 0; o < no; o++) {
+    /* each o's runs are in another page (C KK floats on): no hardware
+     * prefetch, so they are fetched FLIP_AHEAD o's ahead */
+    if (o + FLIP_AHEAD < no) {
+      const char *pf = (const char *)(j->w + (o + FLIP_AHEAD) * ostride + o0 * KK);
+      for (int64_t l = 0; l < span; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+    }
     for (int64_t t = 0; t < KK; t++) {
       __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
 #define ROW(i, p)                                                        \
