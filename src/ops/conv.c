@@ -326,6 +326,11 @@ int op_convolution_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) 
     rc = op_conv_backward(dt, &g, rest, xd, wd, god, core_data(o[0]), core_data(o[1]));
     goto done;
   }
+  if (mask[0] && op_conv_bwd_stride_applies(dt, &g)) { /* Note [Strided backward data by phases] */
+    if ((rc = op_conv_bwd_stride(&g, (const float *)wd, (const float *)god, core_data(o[0]))) < 0)
+      goto done;
+    mask[0] = false;
+  }
   rc = op_conv_backward(dt, &g, mask, xd, wd, god, core_data(o[0]), core_data(o[1]));
 done:
   kiln_release(goo);

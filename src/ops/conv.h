@@ -57,6 +57,17 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
 int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
                                    float *out);
 
+/* Whether op_conv_bwd_stride computes g's input gradient for dtype dt
+ * (float32 at the AVX-512 level, a stride > 1, no groups; Note [Strided
+ * backward data by phases] in conv_bwd_stride.c). */
+bool op_conv_bwd_stride_applies(kiln_dtype dt, const win_geom *g);
+
+/* gx[N, C, H, W] += the input gradient of op_conv_forward for grad_output
+ * go [N, O, OH, OW], w [O, C, KH, KW], all contiguous, g validated by
+ * conv.c with op_conv_bwd_stride_applies. 0, or KILN_ERR_NOMEM (error
+ * set; gx unspecified). */
+int op_conv_bwd_stride(const win_geom *g, const float *w, const float *go, float *gx);
+
 /* Whether op_conv_wgrad_avx512 computes g's weight gradient for dtype dt
  * (float32, the AVX-512 level, op_conv_implicit, every offset in int32). */
 bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g);

@@ -293,3 +293,79 @@ TEST(conv2d_implicit_flipped_weight_equals_flipped_copy) {
   CHECK_EQ_INT(op_conv_forward_avx512_flipped(&one, x, w, out), 0);
   core_cpu_set_level(saved);
 }
+
+/* Note [Strided backward data by phases]: the input gradient at strides
+ * 2 and 3 against direct sums in double: padding, dilation, non-square
+ * kernels, sizes the stride does not divide, 1x1 (phases without taps),
+ * odd channel counts, at 1 and 2 threads (bitwise); gx is added to. A
+ * phase whose taps start past its rows (p' < 0) declines. */
+TEST(conv2d_strided_input_gradient_by_phases_equals_direct) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  static const imp_case scases[] = {
+      {3, 7, 16, 16, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* resnet's 3x3 stride 2 */
+      {2, 33, 9, 9, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},   /* 1x1 stride 2, odd size */
+      {4, 5, 11, 10, 9, 5, 2, 3, 2, 2, 0, 1, 2, 1, 0, 0, 0, 0},   /* strides 3 x 2, dilation */
+      {2, 3, 30, 33, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0, 0, 0},  /* conv1-like */
+      {16, 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1, 0, 0, 0, 0},  /* 2x2 outputs, dilation 2 */
+      {1, 6, 7, 7, 5, 5, 5, 2, 1, 2, 2, 1, 1, 1, 0, 0, 0, 0},     /* stride 2 x 1, P small */
+  };
+  int saved = core_cpu_level();
+  core_cpu_set_level(CORE_CPU_AVX512);
+  unsigned seed = 3;
+  for (size_t k = 0; k < sizeof scases / sizeof *scases; k++) {
+    const imp_case *c = &scases[k];
+    int64_t OH = osz(c->H, c->KH, c->sh, c->ph, c->dh), OW = osz(c->W, c->KW, c->sw, c->pw, c->dw);
+    win_geom g = {.N = c->N, .C = c->C, .H = c->H, .W = c->W, .O = c->O, .KH = c->KH,
+                  .KW = c->KW, .OH = OH, .OW = OW, .sh = c->sh, .sw = c->sw, .ph = c->ph,
+                  .pw = c->pw, .dh = c->dh, .dw = c->dw, .G = 1};
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C * c->KH * c->KW);
+    size_t no = (size_t)(c->N * c->O * OH * OW);
+    float *w = malloc(nw * 4), *go = malloc(no * 4), *g1 = malloc(nx * 4), *g2 = malloc(nx * 4);
+    double *y = malloc(nx * sizeof *y);
+    CHECK(w && go && g1 && g2 && y);
+    if (!(w && go && g1 && g2 && y)) goto next;
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&seed);
+    for (size_t i = 0; i < no; i++) go[i] = frand(&seed);
+    for (size_t i = 0; i < nx; i++) y[i] = 0.5, g1[i] = g2[i] = 0.5f;
+    for (int64_t n = 0; n < c->N; n++)
+      for (int64_t o = 0; o < c->O; o++)
+        for (int64_t oh = 0; oh < OH; oh++)
+          for (int64_t ow = 0; ow < OW; ow++)
+            for (int64_t ci = 0; ci < c->C; ci++)
+              for (int64_t ki = 0; ki < c->KH; ki++)
+                for (int64_t kj = 0; kj < c->KW; kj++) {
+                  int64_t ih = oh * c->sh - c->ph + ki * c->dh, iw = ow * c->sw - c->pw + kj * c->dw;
+                  if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W) continue;
+                  y[((n * c->C + ci) * c->H + ih) * c->W + iw] +=
+                      (double)go[((n * c->O + o) * OH + oh) * OW + ow] *
+                      w[((o * c->C + ci) * c->KH + ki) * c->KW + kj];
+                }
+    CHECK_MSG(op_conv_bwd_stride_applies(KILN_DTYPE_F32, &g), "case %zu: declined", k);
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc1 = op_conv_bwd_stride(&g, w, go, g1);
+    omp_set_num_threads(2);
+    int rc2 = op_conv_bwd_stride(&g, w, go, g2);
+    omp_set_num_threads(nt);
+    CHECK_MSG(rc1 == 0 && rc2 == 0, "case %zu: rc %d %d", k, rc1, rc2);
+    double big = 1e-30;
+    for (size_t i = 0; i < nx; i++) big = fmax(big, fabs(y[i]));
+    int bad = 0, diff = 0;
+    for (size_t i = 0; i < nx; i++) {
+      bad += !(fabs(g1[i] - y[i]) <= 1e-5 * big);
+      diff += g1[i] != g2[i];
+    }
+    CHECK_MSG(bad == 0 && diff == 0, "case %zu: %d off the direct sums, %d differ at 2 threads",
+              k, bad, diff);
+  next:
+    free(w), free(go), free(g1), free(g2), free(y);
+  }
+  win_geom grp = {.N = 1, .C = 2, .H = 8, .W = 8, .O = 4, .KH = 3, .KW = 3, .OH = 4, .OW = 4,
+                  .sh = 2, .sw = 2, .ph = 1, .pw = 1, .dh = 1, .dw = 1, .G = 2};
+  CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp)); /* groups: col2im */
+  grp.G = 1, grp.sh = grp.sw = 1;
+  CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp)); /* stride 1: not this path */
+  grp.sh = 3; /* 3x3 stride 3 padding 1: phase 2's tap reads one row past: p' -1 */
+  CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp));
+  core_cpu_set_level(saved);
+}
