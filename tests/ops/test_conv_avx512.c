@@ -298,16 +298,17 @@ TEST(conv2d_implicit_flipped_weight_equals_flipped_copy) {
  * 2 and 3 against direct sums in double: padding, dilation, non-square
  * kernels, sizes the stride does not divide, 1x1 (phases without taps),
  * odd channel counts, at 1 and 2 threads (bitwise); gx is added to. A
- * phase whose taps start past its rows (p' < 0) declines. */
+ * phase whose taps start past its rows (p' < 0), few positions and 1x1
+ * kernels decline. */
 TEST(conv2d_strided_input_gradient_by_phases_equals_direct) {
   if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
   static const imp_case scases[] = {
-      {3, 7, 16, 16, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* resnet's 3x3 stride 2 */
-      {2, 33, 9, 9, 20, 1, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},   /* 1x1 stride 2, odd size */
-      {4, 5, 11, 10, 9, 5, 2, 3, 2, 2, 0, 1, 2, 1, 0, 0, 0, 0},   /* strides 3 x 2, dilation */
+      {4, 7, 16, 16, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 0, 0, 0},  /* resnet's 3x3 stride 2 */
+      {16, 33, 9, 9, 20, 2, 1, 2, 2, 0, 0, 1, 1, 1, 0, 0, 0, 0},   /* 2x1 stride 2, odd size */
+      {12, 5, 21, 10, 9, 5, 2, 3, 2, 2, 0, 1, 2, 1, 0, 0, 0, 0},   /* strides 3 x 2, dilation */
       {2, 3, 30, 33, 64, 7, 7, 2, 2, 3, 3, 1, 1, 1, 0, 0, 0, 0},  /* conv1-like */
-      {16, 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1, 0, 0, 0, 0},  /* 2x2 outputs, dilation 2 */
-      {1, 6, 7, 7, 5, 5, 5, 2, 1, 2, 2, 1, 1, 1, 0, 0, 0, 0},     /* stride 2 x 1, P small */
+      {256, 24, 4, 4, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1, 0, 0, 0, 0}, /* 1x1 outputs, dilation 2 */
+      {6, 6, 14, 7, 5, 5, 5, 2, 1, 2, 2, 1, 1, 1, 0, 0, 0, 0},    /* stride 2 x 1 */
   };
   int saved = core_cpu_level();
   core_cpu_set_level(CORE_CPU_AVX512);
@@ -365,7 +366,13 @@ TEST(conv2d_strided_input_gradient_by_phases_equals_direct) {
   CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp)); /* groups: col2im */
   grp.G = 1, grp.sh = grp.sw = 1;
   CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp)); /* stride 1: not this path */
+  grp.N = 64, grp.sh = grp.sw = 2;
+  CHECK(op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp));
   grp.sh = 3; /* 3x3 stride 3 padding 1: phase 2's tap reads one row past: p' -1 */
+  CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp));
+  grp.sh = 2, grp.N = 8; /* 128 positions: col2im */
+  CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp));
+  grp.N = 64, grp.KH = grp.KW = 1, grp.ph = grp.pw = 0; /* 1x1: col2im */
   CHECK(!op_conv_bwd_stride_applies(KILN_DTYPE_F32, &grp));
   core_cpu_set_level(saved);
 }
