@@ -15,9 +15,11 @@
  * within each group. The transposed weight is a copy of the weight (a
  * memory-bound 2 ms at 512 x 512 x 3 x 3): at resnet18's layer 4 (2x2
  * images, batch 16) that leaves the new path no faster than col2im, but
- * no slower either, and layers 1-3 gain 10-25%. Strides > 1 keep the
- * col2im path (a stride's input gradient is not one convolution), as does
- * a 1x1 kernel with no padding (its GEMM already writes gx directly).
+ * no slower either, and layers 1-3 gain 10-25%. (At AVX-512 float32 the
+ * copy is gone too: Note [Flipped weights] in conv_avx512.c.) Strides > 1
+ * keep the col2im path (a stride's input gradient is not one convolution;
+ * but see Note [Strided backward data by phases] in conv_bwd_stride.c), as
+ * does a 1x1 kernel with no padding (its GEMM already writes gx directly).
  * Each input-gradient
  * element is now one dot product over (o, i, j), rounded differently from
  * col2im's per-(i, j) sums. */
