@@ -233,19 +233,27 @@ static inline void put(const conv_job *j, const conv_block *b, int64_t v, int64_
 
 /* The tile of rows [o0, o0 + mr) (mr <= MR, of the group) and panel jp of
  * the block: the whole K's sums, then put. Rows past mr read row mr - 1. */
-static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp,
-                         __m512 acc[MR][2]);
+/* The tile's sums through the epilogue into out (rows [o0, o0 + mr) of
+ * panel jp). */
+static inline void tile_put(const conv_job *j, const conv_block *b, int64_t o0, int mr,
+                            int64_t jp, __m512 acc[MR][2]) {
+  const conv_epilogue *ep = j->ep;
+  int64_t v0 = jp * 2;
+  for (int i = 0; i < mr; i++) {
+    int64_t ch = j->ch0 + o0 + i;
+    __m512 s = _mm512_set1_ps(ep->scale ? ((const float *)ep->scale)[ch] : 1.0f);
+    __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
+    put(j, b, v0, ch, acc[i][0], s, t);
+    if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
+  }
+}
 
 static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp) {
   int64_t K = j->K;
-  __m512 acc[MR][2];
-  if (j->fkk) {
-    tile_flipped(j, b, o0, mr, jp, acc);
-    goto put;
-  }
   const float *a[MR];
   for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * K;
   const float *bp = b->bp + jp * K * NR;
+  __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
               *a6 = a[6], *a7 = a[7];
@@ -262,16 +270,7 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
 #undef ROW
     bp += NR;
   }
-put:;
-  const conv_epilogue *ep = j->ep;
-  int64_t v0 = jp * 2;
-  for (int i = 0; i < mr; i++) {
-    int64_t ch = j->ch0 + o0 + i;
-    __m512 s = _mm512_set1_ps(ep->scale ? ((const float *)ep->scale)[ch] : 1.0f);
-    __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
-    put(j, b, v0, ch, acc[i][0], s, t);
-    if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
-  }
+  tile_put(j, b, o0, mr, jp, acc);
 }
 
 /* Note [Flipped weights]: the stride-1 input gradient is a forward conv
@@ -282,12 +281,13 @@ put:;
  * row c of the product at k = o KK + t is w[o][c][KK - 1 - t], the 8 rows'
  * KK-runs adjacent in memory, each o's in another page, so prefetched.
  * Same sums in the same order as the copy's. */
-static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp,
-                         __m512 acc[MR][2]) {
+static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr,
+                         int64_t jp) {
   int64_t KK = j->fkk, no = j->K / KK, ostride = j->Og * KK;
   const float *a[MR];
   for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * KK + KK - 1;
   const float *bp = b->bp + jp * j->K * NR;
+  __m512 acc[MR][2];
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
               *a6 = a[6], *a7 = a[7];
@@ -315,6 +315,7 @@ static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int
     a0 += ostride, a1 += ostride, a2 += ostride, a3 += ostride;
     a4 += ostride, a5 += ostride, a6 += ostride, a7 += ostride;
   }
+  tile_put(j, b, o0, mr, jp, acc);
 }
 
 /* Rows [r0, r1) of the group over block b (packed). */
@@ -322,7 +323,10 @@ static void block_rows(const conv_job *j, const conv_block *b, int64_t r0, int64
   int64_t np = (b->nv + 1) / 2;
   for (int64_t o = r0; o < r1; o += MR) {
     int mr = (int)(r1 - o < MR ? r1 - o : MR);
-    for (int64_t jp = 0; jp < np; jp++) tile(j, b, o, mr, jp);
+    for (int64_t jp = 0; jp < np; jp++) {
+      if (j->fkk) tile_flipped(j, b, o, mr, jp);
+      else tile(j, b, o, mr, jp);
+    }
   }
 }
 
