@@ -34,30 +34,41 @@ bool nn_sgd_fused_applies(const kiln_optim_opts *o, kiln_tensor *p, kiln_tensor 
          fits(g, p) && (o->momentum > 0 ? fits(buf, p) : !buf);
 }
 
-#define DEF_SGD(NAME, T)                                                                   \
-  static void NAME(T *p, const T *g, T *buf, int64_t n, T wd, T m, T nlr, bool decay,      \
-                   bool nesterov) {                                                        \
-    _Pragma("omp parallel for schedule(static) if (n >= 4 * 32768)")                        \
-    for (int64_t i = 0; i < n; i++) {                                                      \
-      T d = g[i];                                                                          \
-      if (decay) {                                                                         \
-        T a = p[i] * wd;                                                                   \
-        d = d + a;                                                                         \
-      }                                                                                    \
-      if (buf) {                                                                           \
-        T a = buf[i] * m;                                                                  \
-        T b = a + d;                                                                       \
-        buf[i] = b;                                                                        \
-        if (nesterov) {                                                                    \
-          T c = b * m;                                                                     \
-          d = d + c;                                                                       \
-        } else {                                                                           \
-          d = b;                                                                           \
-        }                                                                                  \
-      }                                                                                    \
-      T a = d * nlr;                                                                       \
-      p[i] = p[i] + a;                                                                     \
+/* One loop per combination of the flags, so each is branch-free and
+ * vectorized (with the flags tested inside, GCC kept it scalar: 7-10% of
+ * resnet18's training step); every element's operations are unchanged. */
+#define SGD_LOOP(T, DECAY, BUF, NESTEROV)                                                  \
+  _Pragma("omp parallel for schedule(static) if (n >= 4 * 32768)")                         \
+  for (int64_t i = 0; i < n; i++) {                                                        \
+    T d = g[i];                                                                            \
+    if (DECAY) {                                                                           \
+      T a = p[i] * wd;                                                                     \
+      d = d + a;                                                                           \
     }                                                                                      \
+    if (BUF) {                                                                             \
+      T a = buf[i] * m;                                                                    \
+      T b = a + d;                                                                         \
+      buf[i] = b;                                                                          \
+      if (NESTEROV) {                                                                      \
+        T c = b * m;                                                                       \
+        d = d + c;                                                                         \
+      } else {                                                                             \
+        d = b;                                                                             \
+      }                                                                                    \
+    }                                                                                      \
+    T a = d * nlr;                                                                         \
+    p[i] = p[i] + a;                                                                       \
+  }
+
+#define DEF_SGD(NAME, T)                                                                   \
+  static void NAME(T *restrict p, const T *restrict g, T *restrict buf, int64_t n, T wd,   \
+                   T m, T nlr, bool decay, bool nesterov) {                                \
+    if (buf && decay && nesterov) SGD_LOOP(T, true, true, true)                            \
+    else if (buf && decay) SGD_LOOP(T, true, true, false)                                  \
+    else if (buf && nesterov) SGD_LOOP(T, false, true, true)                               \
+    else if (buf) SGD_LOOP(T, false, true, false)                                          \
+    else if (decay) SGD_LOOP(T, true, false, false)                                        \
+    else SGD_LOOP(T, false, false, false)                                                  \
   }
 DEF_SGD(sgd_f32, float)
 DEF_SGD(sgd_f64, double)

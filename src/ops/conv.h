@@ -54,6 +54,38 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
 int op_conv_forward_avx2(const win_geom *g, const float *x, const float *w,
                          const conv_epilogue *ep, float *out);
 
+/* op_conv_forward_avx512 without epilogue for a weight given as the
+ * transpose-flip of w[C, O, KH, KW] (a conv's original weight for the
+ * geometry g of its input gradient, Note [Backward data as a conv] in
+ * conv_bwd_data.c): out[n, o] = sum over c, ki, kj of w[c, o, KH-1-ki,
+ * KW-1-kj] x[n, c, ...] (Note [Flipped weights] in conv_avx512.c).
+ * Returns 1 when it computed out, 0 when it does not apply (as
+ * op_conv_forward_avx512, or groups, or few positions), or KILN_ERR_NOMEM. */
+int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                   float *out);
+
+/* Whether op_conv_bwd_stride computes g's input gradient for dtype dt
+ * (float32 at the AVX-512 level, a stride > 1, no groups; Note [Strided
+ * backward data by phases] in conv_bwd_stride.c). */
+bool op_conv_bwd_stride_applies(kiln_dtype dt, const win_geom *g);
+
+/* gx[N, C, H, W] += the input gradient of op_conv_forward for grad_output
+ * go [N, O, OH, OW], w [O, C, KH, KW], all contiguous, g validated by
+ * conv.c with op_conv_bwd_stride_applies. 0, or KILN_ERR_NOMEM (error
+ * set; gx unspecified). */
+int op_conv_bwd_stride(const win_geom *g, const float *w, const float *go, float *gx);
+
+/* Whether op_conv_wgrad_avx512 computes g's weight gradient for dtype dt
+ * (float32, the AVX-512 level, op_conv_implicit, every offset in int32). */
+bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g);
+
+/* gw[O, C, KH, KW] = (OVERWRITTEN, not added to) the weight gradient of
+ * op_conv_forward for grad_output go [N, O, OH, OW], x and go contiguous,
+ * g validated by conv.c with op_conv_wgrad_avx512_applies (Note [Implicit
+ * weight gradient] in conv_avx512.c). 0, or KILN_ERR_NOMEM (error set; gw
+ * unspecified). */
+int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, float *gw);
+
 /* Whether op_conv_forward_ep may take op_conv_forward_avx512 or _avx2 (true); a
  * test hook, so tests compare it with conv_gemm.c's path. */
 extern bool op_conv_implicit;

@@ -69,6 +69,9 @@
 bool op_conv_implicit = true;
 
 enum { MR = 8, NR = 32, NCMAX = 1024, DOT_MAX = 16 };
+#ifndef FLIP_AHEAD
+#define FLIP_AHEAD 6 /* o's ahead that tile_flipped prefetches its weights */
+#endif
 #ifndef PREFETCH
 #define PREFETCH 256 /* floats ahead on each weight row the dot products stream */
 #endif
@@ -84,6 +87,8 @@ typedef struct conv_job {
   int64_t K, L, P, Og;   /* K = C KH KW, L = OH OW, P = N L */
   int64_t ch0;           /* the group's first output channel */
   int64_t xs;            /* elements between images of x */
+  int64_t fkk;           /* > 0: w is a weight [K / fkk][Og][fkk] read flipped
+                          * (Note [Flipped weights]); 0: w is [Og][K] */
 } conv_job;
 
 /* How a panel vector's 16 lanes are read from the input (offsets of the
@@ -228,6 +233,21 @@ static inline void put(const conv_job *j, const conv_block *b, int64_t v, int64_
 
 /* The tile of rows [o0, o0 + mr) (mr <= MR, of the group) and panel jp of
  * the block: the whole K's sums, then put. Rows past mr read row mr - 1. */
+/* The tile's sums through the epilogue into out (rows [o0, o0 + mr) of
+ * panel jp). */
+static inline void tile_put(const conv_job *j, const conv_block *b, int64_t o0, int mr,
+                            int64_t jp, __m512 acc[MR][2]) {
+  const conv_epilogue *ep = j->ep;
+  int64_t v0 = jp * 2;
+  for (int i = 0; i < mr; i++) {
+    int64_t ch = j->ch0 + o0 + i;
+    __m512 s = _mm512_set1_ps(ep->scale ? ((const float *)ep->scale)[ch] : 1.0f);
+    __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
+    put(j, b, v0, ch, acc[i][0], s, t);
+    if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
+  }
+}
+
 static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int64_t jp) {
   int64_t K = j->K;
   const float *a[MR];
@@ -250,15 +270,52 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
 #undef ROW
     bp += NR;
   }
-  const conv_epilogue *ep = j->ep;
-  int64_t v0 = jp * 2;
-  for (int i = 0; i < mr; i++) {
-    int64_t ch = j->ch0 + o0 + i;
-    __m512 s = _mm512_set1_ps(ep->scale ? ((const float *)ep->scale)[ch] : 1.0f);
-    __m512 t = _mm512_set1_ps(ep->shift ? ((const float *)ep->shift)[ch] : 0.0f);
-    put(j, b, v0, ch, acc[i][0], s, t);
-    if (v0 + 1 < b->nv) put(j, b, v0 + 1, ch, acc[i][1], s, t);
+  tile_put(j, b, o0, mr, jp, acc);
+}
+
+/* Note [Flipped weights]: the stride-1 input gradient is a forward conv
+ * of grad_output with the weight transposed and flipped (Note [Backward
+ * data as a conv] in conv_bwd_data.c), whose copy streamed the weights
+ * twice more (3% of resnet18's training step, most at layer 4's 9 MB
+ * weights). Here the tiles read the original weight w[o][c][kk] in place:
+ * row c of the product at k = o KK + t is w[o][c][KK - 1 - t], the 8 rows'
+ * KK-runs adjacent in memory, each o's in another page, so prefetched.
+ * Same sums in the same order as the copy's. */
+static void tile_flipped(const conv_job *j, const conv_block *b, int64_t o0, int mr,
+                         int64_t jp) {
+  int64_t KK = j->fkk, no = j->K / KK, ostride = j->Og * KK;
+  const float *a[MR];
+  for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * KK + KK - 1;
+  const float *bp = b->bp + jp * j->K * NR;
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+              *a6 = a[6], *a7 = a[7];
+  int64_t span = (MR * KK * (int64_t)sizeof(float) + 63) / 64 + 1; /* lines of 8 rows' runs */
+  for (int64_t o = 0; o < no; o++) {
+    /* each o's runs are in another page (C KK floats on): no hardware
+     * prefetch, so they are fetched FLIP_AHEAD o's ahead */
+    if (o + FLIP_AHEAD < no) {
+      const char *pf = (const char *)(j->w + (o + FLIP_AHEAD) * ostride + o0 * KK);
+      for (int64_t l = 0; l < span; l++) _mm_prefetch(pf + 64 * l, _MM_HINT_T0);
+    }
+    for (int64_t t = 0; t < KK; t++) {
+      __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#define ROW(i, p)                                                        \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(p[-t]);                                   \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+      ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3);
+      ROW(4, a4); ROW(5, a5); ROW(6, a6); ROW(7, a7);
+#undef ROW
+      bp += NR;
+    }
+    a0 += ostride, a1 += ostride, a2 += ostride, a3 += ostride;
+    a4 += ostride, a5 += ostride, a6 += ostride, a7 += ostride;
   }
+  tile_put(j, b, o0, mr, jp, acc);
 }
 
 /* Rows [r0, r1) of the group over block b (packed). */
@@ -266,7 +323,10 @@ static void block_rows(const conv_job *j, const conv_block *b, int64_t r0, int64
   int64_t np = (b->nv + 1) / 2;
   for (int64_t o = r0; o < r1; o += MR) {
     int mr = (int)(r1 - o < MR ? r1 - o : MR);
-    for (int64_t jp = 0; jp < np; jp++) tile(j, b, o, mr, jp);
+    for (int64_t jp = 0; jp < np; jp++) {
+      if (j->fkk) tile_flipped(j, b, o, mr, jp);
+      else tile(j, b, o, mr, jp);
+    }
   }
 }
 
@@ -464,6 +524,213 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
     if (rc < 0) return rc;
   }
   return 1;
+}
+
+int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                   float *out) {
+  if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit || g->G != 1) return 0;
+  int64_t L = g->OH * g->OW, KK = g->KH * g->KW, K = g->C * KK, P = g->N * L;
+  int64_t xs = g->C * g->H * g->W;
+  if (P <= DOT_MAX || K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs ||
+      g->N * g->O > INT32_MAX / L || K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W ||
+      g->KW * g->dw > INT32_MAX / 4)
+    return 0;
+  conv_epilogue none = {0};
+  double work = (double)P * (double)g->O * (double)K;
+  int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
+  conv_job j = {.g = g, .x = x, .w = w, .ep = &none, .out = out, .K = K, .L = L, .P = P,
+                .Og = g->O, .ch0 = 0, .xs = xs, .fkk = KK};
+  int rc = run_gemm(&j, nt);
+  return rc < 0 ? rc : 1;
+}
+
+/* ---- weight gradient ----------------------------------------------------------- */
+
+/* Note [Implicit weight gradient]: gW[o, k] += sum over the positions p of
+ * gout[o, p] col[k, p], the reduction over P = N OH OW. Profiled on
+ * resnet18's training step (batch 16, 64x64, one thread), conv_gemm.c's
+ * im2col + GEMM ran it at 48-75 GFLOP/s (83 ms of a 225 ms step, the
+ * im2col of the forward input done again 6%). Here the same 8 x 32 tile
+ * as the forward's, with rows o (gout, regrouped once into [O][P], each
+ * row's element broadcast) and 32 columns k whose panels [p][32] are
+ * packed straight from the input: 16 rows k of 16 positions read as the
+ * forward's panels are (read_vec), then transposed 16 x 16 in registers.
+ * Positions go in blocks of WB_P (the panel, 16 KiB, stays in L1); each
+ * block's tile sums are stored into gW, the next blocks' added. The k panels are shared out among the
+ * threads, each packing its own, so every gW element is summed in the
+ * same order (positions in order within a block, blocks in order) at
+ * any thread count. */
+enum { WB_P = 128 };
+
+/* r[i][l] -> r[l][i] for 16 vectors of 16 floats. */
+static inline void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4) {
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; i++) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; i++) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+/* bp[p][32] = col[k0 + c, p0 + p] for the block's positions (p < nv 16;
+ * 0 for k >= K, padding and positions past the block). */
+static void pack_wpanel(const conv_job *j, const conv_block *b, int64_t k0, float *bp) {
+  const win_geom *g = j->g;
+  int64_t KK = g->KH * g->KW, HW = g->H * g->W, nv = b->nv;
+  int32_t off[NR];
+  const __mmask16 *mk[NR]; /* NULL past K */
+  for (int i = 0; i < NR; i++) {
+    int64_t k = k0 + i, kk = k % KK;
+    off[i] = (int32_t)(k / KK * HW) + b->koff[kk];
+    mk[i] = k < j->K ? b->mk + kk * nv : NULL;
+  }
+  for (int64_t v = 0; v < nv; v++)
+    for (int h = 0; h < 2; h++) {
+      __m512 r[16];
+      for (int i = 0; i < 16; i++) {
+        const __mmask16 *m = mk[16 * h + i];
+        r[i] = m && m[v] ? read_vec(b, v, j->x, off[16 * h + i], m[v]) : _mm512_setzero_ps();
+      }
+      transpose16(r);
+      float *dst = bp + v * 16 * NR + 16 * h;
+      for (int i = 0; i < 16; i++) _mm512_store_ps(dst + i * NR, r[i]);
+    }
+}
+
+/* gw rows [o0, o0 + mr) x columns [k0, k0 + kw) = (first) or += the sums
+ * over the np positions of the packed rows a ([np][8]: row i of position p
+ * at a[8 p + i]) times the panel bp. */
+static void wtile(const float *a, int mr, const float *bp, int64_t np, float *gw, int64_t K,
+                  int kw, bool first) {
+  __m512 acc[MR][2];
+  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < np; p++) {
+    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#define ROW(i)                                                           \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(a[i]);                                    \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+    ROW(0); ROW(1); ROW(2); ROW(3); ROW(4); ROW(5); ROW(6); ROW(7); /* unrolled: GCC -O2 */
+#undef ROW
+    bp += NR, a += MR;
+  }
+  __mmask16 m0 = (__mmask16)(kw >= 16 ? 0xffff : (1u << kw) - 1);
+  __mmask16 m1 = (__mmask16)(kw >= 32 ? 0xffff : kw <= 16 ? 0 : (1u << (kw - 16)) - 1);
+  for (int i = 0; i < mr; i++) {
+    float *d = gw + i * K;
+    if (!first) {
+      acc[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, d), acc[i][0]);
+      acc[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, d + 16), acc[i][1]);
+    }
+    _mm512_mask_storeu_ps(d, m0, acc[i][0]);
+    _mm512_mask_storeu_ps(d + 16, m1, acc[i][1]);
+  }
+}
+
+/* ap[t][p][8] = go[n, ch0 + 8 t + i, l] for the block's positions p =
+ * (n, l) (rows past Og repeat the last row). */
+static void pack_wrows(const conv_job *j, const float *go, int64_t p0, int64_t nc, float *ap) {
+  int64_t O = j->g->O, L = j->L;
+  for (int64_t q = 0; q < nc;) { /* the run of positions in image n */
+    int64_t n = (p0 + q) / L, l0 = (p0 + q) % L, len = L - l0 < nc - q ? L - l0 : nc - q;
+    for (int64_t t = 0; t * MR < j->Og; t++)
+      for (int i = 0; i < MR; i++) {
+        int64_t o = t * MR + i < j->Og ? t * MR + i : j->Og - 1;
+        const float *src = go + (n * O + j->ch0 + o) * L + l0;
+        float *d = ap + (t * WB_P + q) * MR + i;
+        for (int64_t r = 0; r < len; r++) d[r * MR] = src[r];
+      }
+    q += len;
+  }
+}
+
+/* One group's weight gradient: go the whole grad_output, gw the group's
+ * [Og][K] rows. */
+static int run_wgrad(const conv_job *j, const float *go, float *gw, int nt) {
+  int64_t npan = (j->K + NR - 1) / NR, nblk = (j->P + WB_P - 1) / WB_P;
+  int64_t ntile = (j->Og + MR - 1) / MR;
+  if (nt > npan) nt = (int)npan;
+  int failed = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+    int t = omp_get_thread_num(), n = omp_get_num_threads();
+    int64_t q0 = npan * t / n, q1 = npan * (t + 1) / n;
+    conv_block b;
+    size_t nbytes = 0, abytes = 0;
+    conv_job one = *j; /* block_scratch's panels hold K x 32 per 32 positions */
+    one.K = NR;        /* so WB_P x 32 here: one panel */
+    char *mem = q0 < q1 ? block_scratch(&one, WB_P, &b, &nbytes) : NULL;
+    float *ap = mem ? core_block_alloc((size_t)(ntile * WB_P * MR) * sizeof(float), &abytes)
+                    : NULL;
+    if (q0 < q1 && !ap) {
+#pragma omp atomic write
+      failed = 1;
+    }
+    for (int64_t blk = 0; ap && blk < nblk; blk++) {
+      core_poll(); /* Note [Kernel poll] */
+      int64_t p0 = blk * WB_P, nc = j->P - p0 < WB_P ? j->P - p0 : WB_P;
+      block_tables(j, &b, p0, nc);
+      pack_wrows(j, go, p0, nc, ap);
+      for (int64_t q = q0; q < q1; q++) {
+        int64_t k0 = q * NR;
+        int kw = (int)(j->K - k0 < NR ? j->K - k0 : NR);
+        pack_wpanel(j, &b, k0, b.bp);
+        for (int64_t o = 0; o < j->Og; o += MR) {
+          int mr = (int)(j->Og - o < MR ? j->Og - o : MR);
+          /* the next tile's gw lines, scattered K apart, arrive meanwhile
+           * (their misses were 17% of the time) */
+          for (int64_t i = o + MR; i < o + 2 * MR && i < j->Og; i++) {
+            _mm_prefetch((const char *)(gw + i * j->K + k0), _MM_HINT_T0);
+            _mm_prefetch((const char *)(gw + i * j->K + k0 + 16), _MM_HINT_T0);
+          }
+          wtile(ap + o * WB_P, mr, b.bp, nc, gw + o * j->K + k0, j->K, kw, blk == 0);
+        }
+      }
+    }
+    if (ap) core_block_free(ap, abytes);
+    if (mem) core_block_free(mem, nbytes);
+  }
+  if (failed) return core_error(KILN_ERR_NOMEM, "aten::convolution_backward: out of memory");
+  return 0;
+}
+
+bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g) {
+  if (dt != KILN_DTYPE_F32 || core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit)
+    return false;
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, xs = g->G * g->C * g->H * g->W;
+  return K > 0 && L > 0 && g->N > 0 && g->O > 0 && xs > 0 && g->N <= INT32_MAX / 2 / xs &&
+         g->N * g->O <= INT32_MAX / L && K <= INT32_MAX / NR &&
+         g->KH * g->dh <= INT32_MAX / 4 / g->W && g->KW * g->dw <= INT32_MAX / 4;
+}
+
+int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, float *gw) {
+  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
+  int64_t xs = g->G * g->C * g->H * g->W, P = g->N * L;
+  double work = (double)P * (double)g->O * (double)K;
+  int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
+  for (int64_t k = 0; k < g->G; k++) {
+    conv_job j = {.g = g, .x = x + k * g->C * g->H * g->W, .w = NULL, .ep = NULL, .out = NULL,
+                  .K = K, .L = L, .P = P, .Og = Og, .ch0 = k * Og, .xs = xs};
+    int rc = run_wgrad(&j, go, gw + k * Og * K, nt);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 #ifdef __clang__

@@ -15,9 +15,11 @@
  * within each group. The transposed weight is a copy of the weight (a
  * memory-bound 2 ms at 512 x 512 x 3 x 3): at resnet18's layer 4 (2x2
  * images, batch 16) that leaves the new path no faster than col2im, but
- * no slower either, and layers 1-3 gain 10-25%. Strides > 1 keep the
- * col2im path (a stride's input gradient is not one convolution), as does
- * a 1x1 kernel with no padding (its GEMM already writes gx directly).
+ * no slower either, and layers 1-3 gain 10-25%. (At AVX-512 float32 the
+ * copy is gone too: Note [Flipped weights] in conv_avx512.c.) Strides > 1
+ * keep the col2im path (a stride's input gradient is not one convolution;
+ * but see Note [Strided backward data by phases] in conv_bwd_stride.c), as
+ * does a 1x1 kernel with no padding (its GEMM already writes gx directly).
  * Each input-gradient
  * element is now one dot product over (o, i, j), rounded differently from
  * col2im's per-(i, j) sums. */
@@ -47,19 +49,30 @@ bool op_conv_bwd_data_applies(const win_geom *g) {
 DEF_FLIP(flip_f32, float)
 DEF_FLIP(flip_f64, double)
 
+/* The geometry of the forward convolution that computes g's input gradient. */
+static win_geom transposed(const win_geom *g) {
+  win_geom t = *g;
+  t.C = g->O / g->G, t.O = g->C * g->G; /* per-group in; all out */
+  t.H = g->OH, t.W = g->OW, t.OH = g->H, t.OW = g->W;
+  t.ph = g->dh * (g->KH - 1) - g->ph, t.pw = g->dw * (g->KW - 1) - g->pw;
+  return t;
+}
+
 int op_conv_bwd_data(kiln_dtype dt, const win_geom *g, const char *w, const char *go, char *gx) {
   const char *fn = "aten::convolution_backward";
   size_t es = kiln_dtype_size(dt), bytes = 0, block = 0;
+  if (dt == KILN_DTYPE_F32) { /* the weight read flipped in place (Note [Flipped weights]) */
+    win_geom t = transposed(g);
+    int rc = op_conv_forward_avx512_flipped(&t, (const float *)go, (const float *)w, (float *)gx);
+    if (rc != 0) return rc < 0 ? rc : 0;
+  }
   if (core_buf_bytes(fn, (uint64_t)(g->O * g->C), (uint64_t)(g->KH * g->KW), es, &bytes) < 0)
     return KILN_ERR_INVALID;
   char *wt = core_block_alloc(bytes ? bytes : 64, &block);
   if (!wt) return core_error(KILN_ERR_NOMEM, "%s: out of memory for %zu bytes", fn, bytes);
   if (dt == KILN_DTYPE_F32) flip_f32((const float *)w, g, (float *)wt);
   else flip_f64((const double *)w, g, (double *)wt);
-  win_geom t = *g;
-  t.C = g->O / g->G, t.O = g->C * g->G; /* per-group in; all out */
-  t.H = g->OH, t.W = g->OW, t.OH = g->H, t.OW = g->W;
-  t.ph = g->dh * (g->KH - 1) - g->ph, t.pw = g->dw * (g->KW - 1) - g->pw;
+  win_geom t = transposed(g);
   int rc = op_conv_forward(dt, &t, go, wt, NULL, gx);
   core_block_free(wt, block);
   return rc;
