@@ -11,11 +11,12 @@
  * 250 us (an all-reduce whose ranks are all there completes in that time:
  * 110 us for the CNN's 320 KiB on this machine), then yields the CPU
  * between tests (sched_yield, then 50 us sleeps after the first half
- * second) so two ranks sharing a core still make progress. Yielding at
- * once cost a loaded machine's ranks their core at every wait of a few
- * microseconds: with another process runnable, sched_yield hands it the
- * core for its time slice (0.9 ms a step on 1 rank, load 9). Sleeping
- * earlier is slow: a
+ * second) so two ranks sharing a core still make progress. With another
+ * process runnable, sched_yield hands it the core for its time slice, so
+ * a wait of a few microseconds (the peer is there) should not yield; a
+ * wait for a peer that is late should (at load 9-12, 2 CNN ranks: 250 us
+ * then yields gave 890-913 samples/s, yielding at once 856-931, spinning
+ * 30 ms 790-803, alternating runs). Sleeping earlier is slow: a
  * large all-reduce advances one round per test, so a sleep per round made
  * 2 ranks slower than 1 (the MLP's 784 KiB bucket).
  *
