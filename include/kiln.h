@@ -754,6 +754,17 @@ KILN_API void kiln_dist_reducer_set_sync(kiln_dist_reducer *r, bool sync);
  * others did not. On success every parameter's .grad is the world's mean
  * and a view into its bucket. KILN_OK after a backward without sync. */
 KILN_API kiln_status kiln_dist_reducer_finish(kiln_dist_reducer *r);
+/* Up to KILN_DIST_MAX_VALUES doubles (e.g. the step's loss) summed over the
+ * ranks with the next synced reduction of an eager or jit reducer, in the
+ * small all-reduce that also checks which parameters each rank used, so
+ * that they cost no collective of their own (Note [Side all-reduce] in
+ * reducer.c). Call before the backward; after kiln_dist_reducer_finish,
+ * kiln_dist_reducer_values copies the sums of the last reduction (values
+ * not set count as 0) and returns n. Errors: n out of range, a backward in
+ * progress, a lazy reducer, or no reduction yet. */
+enum { KILN_DIST_MAX_VALUES = 4 };
+KILN_API kiln_status kiln_dist_reducer_set_values(kiln_dist_reducer *r, const double *v, int n);
+KILN_API int kiln_dist_reducer_values(const kiln_dist_reducer *r, double *out, int n);
 typedef struct kiln_dist_stats {
   int n_buckets;
   int64_t n_reductions;     /* synced backwards */
@@ -761,6 +772,13 @@ typedef struct kiln_dist_stats {
   double wait_seconds;      /* time blocked at the end of backward */
   double overlap;           /* 1 - wait / comm (0 when no communication yet) */
   bool rebuilt;             /* buckets rebuilt from the first step's order */
+  /* eager and jit, summed over backwards (wall clock): the hooks' copies
+   * into the buckets, the progress tests, the division by the world size
+   * and, within wait_seconds, the wait for the side all-reduce (the used
+   * parameters and the values) */
+  double hook_seconds, test_seconds, divide_seconds, flags_seconds;
+  double wait_cpu_seconds;  /* process CPU time of the waits (they spin) */
+  int64_t n_tests;
 } kiln_dist_stats;
 KILN_API void kiln_dist_reducer_stats(const kiln_dist_reducer *r, kiln_dist_stats *s);
 /* Bucket b's parameter indices in order: count, and up to cap into idx. */

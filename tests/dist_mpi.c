@@ -391,6 +391,48 @@ TEST(dist_unused_parameters) {
   kiln_release(u);
 }
 
+/* Note [Side all-reduce]: values set before a backward come back summed
+ * over the ranks after its reduction (the trainer's loss rides there). */
+TEST(dist_values_ride_with_the_reduction) {
+  if (!started()) return;
+  kiln_tensor *w = kiln_zeros(1, (int64_t[]){4}, KILN_DTYPE_F32);
+  kiln_tensor *u = kiln_ones(1, (int64_t[]){3}, KILN_DTYPE_F32);
+  kiln_set_requires_grad(w, true);
+  kiln_set_requires_grad(u, true);
+  kiln_tensor *ps[2] = {w, u};
+  kiln_dist_reducer *red = kiln_dist_reducer_new(ps, NULL, 2, NULL);
+  CHECK_MSG(red, "%s", kiln_last_error());
+  if (!red) return;
+  double out[4] = {0};
+  CHECK_EQ_INT(kiln_dist_reducer_values(red, out, 1), KILN_ERR_STATE); /* none yet */
+  double five[5] = {0};
+  CHECK_EQ_INT(kiln_dist_reducer_set_values(red, five, 5), KILN_ERR_INVALID);
+  int r = kiln_dist_rank();
+  double v[3] = {1.0 + r, 0.25 * (1 + r), -3};
+  CHECK_EQ_INT(kiln_dist_reducer_set_values(red, v, 3), KILN_OK);
+  CHECK_EQ_INT(tiny_step(w, u, red, true), KILN_OK);
+  CHECK_EQ_INT(kiln_dist_reducer_values(red, out, 4), 4);
+  CHECK_NEAR(out[0], 3, 0); /* 1 + 2 */
+  CHECK_NEAR(out[1], 0.75, 0);
+  CHECK_NEAR(out[2], -6, 0);
+  CHECK_NEAR(out[3], 0, 0); /* not set */
+  /* the gradients are still the mean: d/dw sum(x w) = x, (1 + 2) / 2 */
+  double g = 0;
+  kiln_scope_begin();
+  kiln_item(kiln_select(kiln_tensor_grad(w), 0, 0), &g);
+  kiln_scope_end();
+  CHECK_NEAR(g, 1.5, 0);
+  /* values last one reduction: the next sums zeros */
+  kiln_tensor_set_grad(w, NULL);
+  kiln_tensor_set_grad(u, NULL);
+  CHECK_EQ_INT(tiny_step(w, u, red, true), KILN_OK);
+  CHECK_EQ_INT(kiln_dist_reducer_values(red, out, 1), 1);
+  CHECK_NEAR(out[0], 0, 0);
+  kiln_dist_reducer_free(red);
+  kiln_release(w);
+  kiln_release(u);
+}
+
 TEST(dist_buckets_follow_the_cap) {
   if (!started()) return;
   replica d;

@@ -7,9 +7,16 @@
  * Note [Bounded waits]: Open MPI 4.1 has no cancel for collectives and no
  * timeout of its own, so a wait is a loop of MPI_Test with a deadline; on
  * the deadline the caller reports what it waited for and the process exits
- * (mpirun then ends the job). The loop yields the CPU between tests
- * (sched_yield, then 50 us sleeps after the first half second) so two
- * ranks sharing a core still make progress. Sleeping earlier is slow: a
+ * (mpirun then ends the job). The loop tests without pause for the first
+ * 250 us (an all-reduce whose ranks are all there completes in that time:
+ * 110 us for the CNN's 320 KiB on this machine), then yields the CPU
+ * between tests (sched_yield, then 50 us sleeps after the first half
+ * second) so two ranks sharing a core still make progress. With another
+ * process runnable, sched_yield hands it the core for its time slice, so
+ * a wait of a few microseconds (the peer is there) should not yield; a
+ * wait for a peer that is late should (at load 9-12, 2 CNN ranks: 250 us
+ * then yields gave 890-913 samples/s, yielding at once 856-931, spinning
+ * 30 ms 790-803, alternating runs). Sleeping earlier is slow: a
  * large all-reduce advances one round per test, so a sleep per round made
  * 2 ranks slower than 1 (the MLP's 784 KiB bucket).
  *
@@ -189,6 +196,7 @@ static int wait_req(MPI_Request *req, double seconds, const char *what) {
                         "dist: rank %d of %d: timed out after %.0f s in %s: another rank "
                         "died or stopped taking part (--dist-timeout)",
                         my_rank, world, timeout_s, what);
+    if (now - start < 250e-6) continue;
     if (now - start < 0.5) sched_yield();
     else nanosleep(&(struct timespec){0, 50000}, NULL);
   }

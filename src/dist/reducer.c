@@ -18,12 +18,30 @@
  * Note [Bucket order]: bucket b's all-reduce starts when all of its
  * parameters are ready AND buckets 0..b-1 have started, so every rank
  * starts the same collectives in the same order whatever order its hooks
- * fire in. Parameters the loss does not reach are marked ready when the
+ * fire in (on 1 rank none starts: a bucket's sum is its gradient, and the
+ * waits find nothing to wait for). Parameters the loss does not reach are marked ready when the
  * backward starts (the engine knows: kiln_backward_will_accumulate), so a
  * bucket never waits for a gradient that will not come; ranks that
  * disagree on which parameters were used still start every all-reduce
- * (no hang) and then fail, naming the parameter, from a MAX/MIN
- * all-reduce of the used flags.
+ * (no hang) and then fail, naming the parameter, from the side all-reduce.
+ *
+ * Note [Side all-reduce]: which parameters this rank's loss reaches is
+ * known when the backward starts, so a small float64 sum all-reduce of
+ * one count per parameter (1 used, 0 not) and the caller's values
+ * (kiln_dist_reducer_set_values: the trainer's loss) starts then, before
+ * the first bucket, and completes during the backward. At the end a count
+ * other than 0 or the world size names a parameter that some ranks used
+ * and others did not. A step then synchronises the ranks once, in the
+ * waits at the end of the backward, instead of three times (the buckets,
+ * a blocking MAX/MIN all-reduce of the used flags, a blocking all-reduce
+ * of the loss): each blocking collective made the rank that was ahead
+ * wait again for the other's jitter since the last one. The counts and
+ * values are small integers and a few doubles: their sums are exact for
+ * the counts, and for two ranks the values' sum is the one addition a
+ * blocking all-reduce would do. The progress callback does not test it:
+ * each test costs a few microseconds (Open MPI's whole progress loop), a
+ * rank ahead of the other would test it every 20 us until the other
+ * starts it, and testing the buckets, or the wait, progresses it too.
  *
  * Note [Progress]: Open MPI progresses a non-blocking collective only
  * inside MPI calls, so the engine's progress callback tests the started
@@ -33,6 +51,7 @@
  * is the span from the first start to the last completion seen. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "dist.h"
 #include "ops/collective.h"
@@ -69,10 +88,20 @@ struct kiln_dist_reducer {
   int next_start;          /* next bucket to start */
   int first_open;          /* first bucket not seen done */
   double last_test;
+  double *side;            /* Note [Side all-reduce]: [n + KILN_DIST_MAX_VALUES] */
+  dist_req *side_req;
+  double values[KILN_DIST_MAX_VALUES], sums[KILN_DIST_MAX_VALUES];
+  bool have_sums;
   int status;              /* first error of this backward */
   char msg[640];
   kiln_dist_stats st;
 };
+
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static void set_error(kiln_dist_reducer *r, int status) {
   if (r->status < 0) return;
@@ -165,7 +194,7 @@ fail:
 static void start_ready(kiln_dist_reducer *r) {
   while (r->next_start < r->n_buckets && r->b[r->next_start].pending == 0) {
     bucket *b = &r->b[r->next_start];
-    if (r->status == 0) {
+    if (r->status == 0 && kiln_dist_world_size() > 1) { /* 1 rank: the sum is the gradient */
       b->req = dist_iallreduce_sum(kiln_tensor_data(b->buf), kiln_tensor_numel(b->buf),
                                    kiln_tensor_dtype(b->buf));
       if (!b->req) set_error(r, KILN_ERR_STATE);
@@ -200,14 +229,18 @@ static void progress(void *ud) {
   double now = dist_now();
   if (now - r->last_test < 20e-6) return;
   r->last_test = now;
+  bool tested = false;
   while (r->first_open < r->next_start && r->status == 0) {
     bucket *b = &r->b[r->first_open];
-    int k = dist_test(b->req);
+    int k = b->req ? dist_test(b->req) : 1;
+    tested = true;
+    r->st.n_tests += b->req != NULL;
     if (k < 0) set_error(r, k);
     if (k <= 0) break;
     b->t_done = dist_now();
     r->first_open++;
   }
+  if (tested) r->st.test_seconds += dist_now() - now;
 }
 
 /* Note [Bucket order]: every rank waits for every bucket, and errors name it. */
@@ -219,6 +252,7 @@ static void end_backward(void *ud) {
   for (int i = r->n - 1; i >= 0; i--)
     if (!r->ready[i]) mark_ready(r, i);
   double t0 = dist_now(), first = t0, last = 0, deadline = t0 + kiln_dist_timeout();
+  double c0 = cpu_now();
   for (int k = 0; k < r->n_buckets; k++) {
     bucket *b = &r->b[k];
     double left = deadline - dist_now(); /* one timeout for all the buckets */
@@ -233,14 +267,28 @@ static void end_backward(void *ud) {
     dist_req_free(b->req);
     b->req = NULL;
   }
+  /* Note [Side all-reduce]: it started first and progressed with the
+   * buckets, so it is done by now unless a rank failed; waited for last,
+   * so that a rank that stopped is reported at the bucket it held up */
+  double ts = dist_now(), left = deadline - ts;
+  if (r->status == 0 && r->side_req && dist_wait(r->side_req, left > 0 ? left : 0) < 0) {
+    core_error_prefix("the used-parameter all-reduce (after bucket %d of %d): ",
+                      r->n_buckets - 1, r->n_buckets);
+    set_error(r, KILN_ERR_STATE);
+  }
+  dist_req_free(r->side_req);
+  r->side_req = NULL;
   double t1 = dist_now();
+  r->st.flags_seconds += t1 - ts;
   if (r->status == 0 && kiln_dist_world_size() > 1) {
     r->st.wait_seconds += t1 - t0;
+    r->st.wait_cpu_seconds += cpu_now() - c0;
     r->st.comm_seconds += last > first ? last - first : 0;
     r->st.overlap = r->st.comm_seconds > 0 ? 1 - r->st.wait_seconds / r->st.comm_seconds : 0;
   }
   if (r->status == 0) r->st.n_reductions++;
   int world = kiln_dist_world_size();
+  double t2 = dist_now();
   for (int k = 0; k < r->n_buckets && r->status == 0 && world > 1; k++) {
     int64_t m = kiln_tensor_numel(r->b[k].buf);
     if (kiln_tensor_dtype(r->b[k].buf) == KILN_DTYPE_F32) {
@@ -251,31 +299,23 @@ static void end_backward(void *ud) {
       for (int64_t j = 0; j < m; j++) x[j] /= (double)world;
     }
   }
-  /* the used flags: MAX and MIN in one all-reduce (v and -v) */
-  if (r->status == 0) {
-    int64_t *v = core_alloc((size_t)r->n * 2 * sizeof *v);
-    if (!v) {
-      set_error(r, core_error(KILN_ERR_NOMEM, "dist: out of memory"));
-    } else {
-      for (int i = 0; i < r->n; i++) {
-        v[i] = r->used[i];
-        v[r->n + i] = -(int64_t)r->used[i];
-      }
-      int rc = dist_allreduce_i64(v, 2 * r->n, KILN_DIST_MAX);
-      if (rc < 0) set_error(r, rc);
-      for (int i = 0; i < r->n && rc == 0; i++)
-        if (v[i] != -v[r->n + i]) {
-          set_error(r, core_error(KILN_ERR_STATE,
-                                  "dist: rank %d: parameter '%s' was %s by this rank's loss "
-                                  "but not by every rank's (all ranks must use the same "
-                                  "parameters in each step)",
-                                  kiln_dist_rank(), r->names[i],
-                                  r->used[i] ? "used" : "not reached"));
-          break;
-        }
-      core_free(v);
+  r->st.divide_seconds += dist_now() - t2;
+  /* Note [Side all-reduce]: every rank's count is 0 or 1, so the sum is 0
+   * (no rank used it) or the world size (all did) */
+  for (int i = 0; i < r->n && r->status == 0; i++)
+    if (r->side[i] != 0 && r->side[i] != (double)world) {
+      set_error(r, core_error(KILN_ERR_STATE,
+                              "dist: rank %d: parameter '%s' was %s by this rank's loss "
+                              "but not by every rank's (all ranks must use the same "
+                              "parameters in each step)",
+                              kiln_dist_rank(), r->names[i],
+                              r->used[i] ? "used" : "not reached"));
     }
+  if (r->status == 0) {
+    memcpy(r->sums, r->side + r->n, sizeof r->sums);
+    r->have_sums = true;
   }
+  memset(r->values, 0, sizeof r->values);
   r->active = false;
   r->reduced = true;
 }
@@ -297,6 +337,14 @@ static void begin_backward(kiln_dist_reducer *r, bool in_backward) {
     int w = in_backward ? kiln_backward_will_accumulate(r->params[i]) : 0;
     r->used[i] = w == 1;
   }
+  /* Note [Side all-reduce]: before any bucket's, on every rank */
+  for (int i = 0; i < r->n; i++) r->side[i] = r->used[i];
+  memcpy(r->side + r->n, r->values, sizeof r->values);
+  r->have_sums = false;
+  if (r->status == 0 && kiln_dist_world_size() > 1) {
+    r->side_req = dist_iallreduce_sum(r->side, r->n + KILN_DIST_MAX_VALUES, KILN_DTYPE_F64);
+    if (!r->side_req) set_error(r, KILN_ERR_STATE);
+  }
   for (int i = r->n - 1; i >= 0; i--)
     if (!r->used[i]) mark_ready(r, i);
 }
@@ -305,10 +353,12 @@ static void on_accumulate(kiln_tensor *leaf, void *ud) {
   slot *s = ud;
   kiln_dist_reducer *r = s->r;
   if (!r || !r->sync) return;
+  double t0 = dist_now();
   if (!r->active) begin_backward(r, true);
   if (!r->order_done && r->n_order < r->n) r->order[r->n_order++] = s->i;
   r->used[s->i] = true;
   mark_ready(r, s->i);
+  r->st.hook_seconds += dist_now() - t0;
 }
 
 /* Rebuilds the layout from the first synced backward's order, rank 0's
@@ -499,9 +549,10 @@ kiln_dist_reducer *kiln_dist_reducer_new(kiln_tensor *const *params, const char 
   r->ready = core_calloc((size_t)n, sizeof *r->ready);
   r->used = core_calloc((size_t)n, sizeof *r->used);
   r->order = core_calloc((size_t)n, sizeof *r->order);
+  r->side = core_calloc((size_t)n + KILN_DIST_MAX_VALUES, sizeof *r->side);
   int *order = core_alloc((size_t)n * sizeof *order);
   if (!r->params || !r->names || !r->views || !r->bucket_of || !r->slots || !r->ready ||
-      !r->used || !r->order || !order)
+      !r->used || !r->order || !r->side || !order)
     goto fail;
   for (int i = 0; i < n; i++) {
     char buf[32];
@@ -545,6 +596,8 @@ void kiln_dist_reducer_free(kiln_dist_reducer *r) {
   core_free(r->ready);
   core_free(r->used);
   core_free(r->order);
+  dist_req_free(r->side_req);
+  core_free(r->side);
   core_free(r);
 }
 
@@ -575,6 +628,30 @@ kiln_status kiln_dist_reducer_finish(kiln_dist_reducer *r) {
     return core_error(rc, "%s", r->msg);
   }
   return KILN_OK;
+}
+
+kiln_status kiln_dist_reducer_set_values(kiln_dist_reducer *r, const double *v, int n) {
+  if (!r || (n > 0 && !v) || n < 0 || n > KILN_DIST_MAX_VALUES)
+    return core_error(KILN_ERR_INVALID, "dist_reducer_set_values: NULL reducer or values, or "
+                      "%d values (0..%d)", n, KILN_DIST_MAX_VALUES);
+  if (r->lazy)
+    return core_error(KILN_ERR_UNSUPPORTED,
+                      "dist_reducer_set_values: a lazy reducer reduces no values");
+  if (r->active)
+    return core_error(KILN_ERR_STATE, "dist_reducer_set_values: a backward is in progress");
+  memset(r->values, 0, sizeof r->values);
+  if (n > 0) memcpy(r->values, v, (size_t)n * sizeof *v);
+  return KILN_OK;
+}
+
+int kiln_dist_reducer_values(const kiln_dist_reducer *r, double *out, int n) {
+  if (!r || (n > 0 && !out) || n < 0 || n > KILN_DIST_MAX_VALUES)
+    return core_error(KILN_ERR_INVALID, "dist_reducer_values: NULL reducer or output, or %d "
+                      "values (0..%d)", n, KILN_DIST_MAX_VALUES);
+  if (!r->have_sums)
+    return core_error(KILN_ERR_STATE, "dist_reducer_values: no synced reduction has finished");
+  if (n > 0) memcpy(out, r->sums, (size_t)n * sizeof *out);
+  return n;
 }
 
 void kiln_dist_reducer_stats(const kiln_dist_reducer *r, kiln_dist_stats *s) {

@@ -132,6 +132,24 @@ int nn_data_loader_rows(const kiln_data_loader *l, int64_t i, int64_t lo, int64_
 /* The number of rows of batch i of l (0 out of range). */
 int64_t nn_data_loader_batch_rows(const kiln_data_loader *l, int64_t i);
 
+/* KILN_TRAIN_PHASES=1: CPU and wall time per phase of the training step
+ * (Note [Step phases] in phases.c). Never fails; off costs a test. */
+enum { NN_PH_DATA, NN_PH_FORWARD, NN_PH_BACKWARD, NN_PH_REDUCE, NN_PH_OPTIM, NN_PH_LOSS,
+       NN_N_PHASES };
+typedef struct nn_phases {
+  bool on;
+  double cpu0, wall0;
+  double cpu[NN_N_PHASES], wall[NN_N_PHASES];
+} nn_phases;
+void nn_phases_init(nn_phases *p);
+/* Starts the clock of the next phase. */
+void nn_phases_start(nn_phases *p);
+/* The time since the last start or mark goes to phase. */
+void nn_phases_mark(nn_phases *p, int phase);
+/* One line per rank on f (ds: the reducer's parts, or NULL). */
+void nn_phases_print(const nn_phases *p, FILE *f, int rank, int world, int64_t steps,
+                     const kiln_dist_stats *ds);
+
 /* A progress bar on stderr, redrawn at most 10 times a second. */
 typedef struct nn_progress {
   bool enabled;

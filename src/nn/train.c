@@ -37,6 +37,7 @@ typedef struct trainer {
   int64_t counters[NN_N_COUNTERS];
   int rank, world;            /* --dist: this rank of world (else 0 of 1) */
   kiln_dist_reducer *red;     /* --dist, eager and jit */
+  nn_phases ph;               /* KILN_TRAIN_PHASES=1 */
 } trainer;
 
 const char *const nn_lazy_counter_names[NN_N_COUNTERS] = {
@@ -175,7 +176,9 @@ static int train_step(trainer *t, int64_t i, double *loss) {
   /* --no-sync-steps K: the optimizer steps (and ranks reduce) on every
    * K-th batch; the others only accumulate gradients */
   bool stepping = o->no_sync_steps <= 1 || (t->step + 1) % o->no_sync_steps == 0;
+  nn_phases_start(&t->ph);
   int rc = batch_tensors(t, t->loader, i, &x, &y, true, &w);
+  nn_phases_mark(&t->ph, NN_PH_DATA);
   if (rc == 0) {
     kiln_tensor *logits = forward(t, x);
     l = logits ? kiln_cross_entropy(logits, y, KILN_REDUCTION_MEAN) : NULL;
@@ -183,20 +186,33 @@ static int train_step(trainer *t, int64_t i, double *loss) {
     if (!l) rc = KILN_ERR_INVALID;
   }
   if (t->red) kiln_dist_reducer_set_sync(t->red, stepping);
+  /* a synced eager/jit step sums the ranks' losses in the reducer's side
+   * all-reduce (Note [Side all-reduce] in src/dist/reducer.c), not in a
+   * blocking all-reduce of their own */
+  bool side = t->red && t->world > 1 && stepping && !lazy_mode(t);
+  if (rc == 0 && side) rc = kiln_item(l, loss);
+  if (rc == 0 && side) rc = kiln_dist_reducer_set_values(t->red, loss, 1);
   if (rc == 0 && o->sync_phases) rc = mark(t);
+  nn_phases_mark(&t->ph, NN_PH_FORWARD);
   if (rc == 0) rc = kiln_backward(l, NULL);
+  nn_phases_mark(&t->ph, NN_PH_BACKWARD);
   if (rc == 0 && t->red) rc = kiln_dist_reducer_finish(t->red);
   if (rc == 0 && o->sync_phases) rc = mark(t);
+  nn_phases_mark(&t->ph, NN_PH_REDUCE);
   if (rc == 0 && stepping) rc = kiln_optim_step(t->opt);
   if (rc == 0 && stepping) rc = kiln_optim_zero_grad(t->opt);
   if (rc == 0) rc = mark(t);
-  if (rc == 0) rc = kiln_item(l, loss);
+  nn_phases_mark(&t->ph, NN_PH_OPTIM);
+  if (rc == 0 && !side) rc = kiln_item(l, loss);
   if (rc == 0 && t->world > 1) {
-    rc = kiln_dist_all_reduce_f64(loss, 1, KILN_DIST_SUM);
+    rc = side ? kiln_dist_reducer_values(t->red, loss, 1)
+              : kiln_dist_all_reduce_f64(loss, 1, KILN_DIST_SUM);
     if (rc < 0) core_error_prefix("step %" PRId64 ": the loss's all-reduce: ", t->step + 1);
+    else rc = 0;
     *loss /= t->world;
   }
   kiln_scope_end();
+  nn_phases_mark(&t->ph, NN_PH_LOSS);
   return rc;
 }
 
@@ -498,6 +514,7 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
   trainer t;
   memset(&t, 0, sizeof t);
   t.o = o;
+  nn_phases_init(&t.ph);
   int rc = setup(&t, o);
   FILE *out = t.rank == 0 ? o->out : NULL;
   bool lead = t.rank == 0;
@@ -651,6 +668,12 @@ kiln_status kiln_nn_train(const kiln_nn_train_opts *o, kiln_nn_train_result *r) 
     else if (o->save_path) fprintf(out, "nothing saved to %s: no step ran\n", o->save_path);
     fprintf(out, "test_accuracy=%.4f\n", final_acc);
     fflush(out);
+  }
+  if (rc == 0 && t.ph.on) {
+    kiln_dist_stats ds;
+    if (t.red) kiln_dist_reducer_stats(t.red, &ds);
+    nn_phases_print(&t.ph, stderr, t.rank, t.world ? t.world : 1, steps_this_run,
+                    t.red ? &ds : NULL);
   }
   if (r) {
     int rr = fill_result(&t, r);

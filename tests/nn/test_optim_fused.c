@@ -76,13 +76,18 @@ static unsigned char *fz_steps(const kiln_optim_opts *oo, kiln_dtype dt, bool fu
 }
 
 TEST(optim_sgd_fused_equals_ops_bit_for_bit) {
-  kiln_optim_opts cases[3] = {
+  /* every combination of momentum, weight decay and Nesterov: each has a
+   * loop of its own (Note [Fused SGD]) */
+  kiln_optim_opts cases[6] = {
       {.kind = KILN_OPTIM_SGD, .lr = 0.1},
       {.kind = KILN_OPTIM_SGD, .lr = 0.03, .momentum = 0.9},
       {.kind = KILN_OPTIM_SGD, .lr = 0.07, .momentum = 0.8, .nesterov = true,
-       .weight_decay = 0.013}};
+       .weight_decay = 0.013},
+      {.kind = KILN_OPTIM_SGD, .lr = 0.05, .weight_decay = 0.02},
+      {.kind = KILN_OPTIM_SGD, .lr = 0.04, .momentum = 0.7, .weight_decay = 0.011},
+      {.kind = KILN_OPTIM_SGD, .lr = 0.06, .momentum = 0.85, .nesterov = true}};
   kiln_dtype dts[2] = {KILN_DTYPE_F32, KILN_DTYPE_F64};
-  for (int c = 0; c < 3; c++)
+  for (int c = 0; c < 6; c++)
     for (int d = 0; d < 2; d++) {
       size_t na, nb;
       bool fused_free, ops_free;
