@@ -175,12 +175,16 @@ static void pack_a_block(float *dst, bool ta, const float *A, int64_t lda, int64
 }
 
 /* C[mr x nr] (masked by m0, m1) = alpha * acc + beta * D (row i of D at
- * d + i * ldd; d may be c). */
-static inline void store_tile(__m512 acc[MR][2], const float *d, int64_t ldd, float *c,
-                              int64_t ldc, int mr, __mmask16 m0, __mmask16 m1, float alpha,
-                              float beta) {
+ * d + i * ldd; d may be c). Unrolled over constant rows, so the
+ * accumulators stay in registers instead of a stack copy per call (5% of
+ * attention's 64 x 64 x 64 products, whose K slices are 64 long). */
+static inline __attribute__((always_inline)) void
+store_tile(__m512 acc[MR][2], const float *d, int64_t ldd, float *c, int64_t ldc, int mr,
+           __mmask16 m0, __mmask16 m1, float alpha, float beta) {
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  for (int i = 0; i < mr; i++) {
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; i++) {
+    if (i >= mr) break;
     float *ci = c + i * ldc;
     const float *di = d + i * ldd;
     __m512 r0 = _mm512_mul_ps(va, acc[i][0]), r1 = _mm512_mul_ps(va, acc[i][1]);
@@ -214,6 +218,7 @@ static inline __attribute__((always_inline)) void
 micro_rows(int rows, int64_t kc, const float *a, const float *b, const float *d, int64_t ldd,
            float *c, int64_t ldc, int mr, __mmask16 m0, __mmask16 m1, float alpha, float beta) {
   __m512 acc[MR][2];
+#pragma GCC unroll 12
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   prefetch_c(c, ldc, mr); /* Note [C prefetch] */
   for (int64_t k = 0; k < kc; k++) {
@@ -258,6 +263,7 @@ static void micro_direct(int64_t kc, const float *a, int64_t lda, const float *b
                          int64_t ldd, float *c, int64_t ldc, __mmask16 m0, __mmask16 m1,
                          float alpha, float beta) {
   __m512 acc[MR][2];
+#pragma GCC unroll 12
   for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   const float *p0 = a, *p1 = a + 3 * lda, *p2 = a + 6 * lda, *p3 = a + 9 * lda;
   prefetch_c(c, ldc, MR); /* Note [C prefetch] */
