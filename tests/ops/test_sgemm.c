@@ -85,7 +85,10 @@ TEST(sgemm_native_matches_double_loop) {
                                       {18, 8, 513},  {145, 24, 1},   {9, 20, 800},
                                       /* Note [Direct A panels]: attention's shapes, two
                                        * row blocks of direct panels over two K slices */
-                                      {128, 32, 128}, {128, 128, 32}, {150, 64, 300}};
+                                      {128, 32, 128}, {128, 128, 32}, {150, 64, 300},
+                                      /* Note [Partial panels]: a last panel of 3, 4, 10
+                                       * rows (attention's 64 x 64 x 64 per head) */
+                                      {3, 33, 5},     {64, 64, 64},   {22, 40, 30}};
   static const float ab[][2] = {{1, 0}, {0.75f, 1}, {-1.5f, -0.5f}};
   for (int l = CORE_CPU_AVX2; l <= max; l++) {
     core_cpu_set_level(l);
