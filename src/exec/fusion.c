@@ -671,7 +671,12 @@ static int prepare(fused_call *c) {
  * its tiles are consecutive), so its inputs arrive from memory while this
  * one computes: +20-60% for the arithmetic chain on one thread. Two
  * threads do 2-5% better without (A/B runs: the hardware streams both, and
- * the prefetches only hold fill buffers). */
+ * the prefetches only hold fill buffers). A native kernel (Note [Native
+ * kernels]) reads its inputs in one pass at a steady rate the hardware
+ * prefetcher follows, and there the prefetches only stall it (samples pile
+ * up on prefetcht0): without them, on one thread, the arithmetic chain
+ * went from 17-25 to 32-42 GB/s and the transcendental chain 0.74-0.96x
+ * the time (A/B runs under load, at both the AVX2 and AVX-512 levels). */
 static void tile_inputs(const fused_call *c, int64_t tix, int64_t i0, int64_t n, char *inbuf,
                         bool prefetch, const void **inptr) {
   const fused_group *f = c->f;
@@ -798,7 +803,7 @@ static int run_tiles(const fused_call *c) {
 #pragma omp parallel if (c->numel >= OP_PARALLEL_MIN)
   {
     char *mem = scratch(1, c->slot * (size_t)c->n_bufs);
-    bool prefetch = omp_get_num_threads() == 1;
+    bool prefetch = omp_get_num_threads() == 1 && !c->native; /* Note [Tile prefetch] */
     if (!mem) {
 #pragma omp atomic write
       failed = 1;

@@ -50,7 +50,7 @@ static const char vmath_text[] =
 struct fusion_cc_kernel {
   void *dl;
   int fd; /* the checked library, open while loaded (Note [Kernel files]) */
-  fusion_native_fn fn, fn_nt; /* fn_nt: NULL where the compiler lacks AVX-512 */
+  fusion_native_fn fn, fn_nt; /* fn_nt: NULL below the AVX2 level (or without the builtins) */
 };
 
 /* atomic: read and set by any thread (Note [Threads] in include/kiln.h) */
@@ -188,6 +188,45 @@ static uint64_t cpu_key(void) {
   return h | 1;
 }
 
+/* kiln_fused_nt for blocks of w elements (16: AVX-512, 8: AVX), each
+ * block of outputs written with streaming stores of w * 4 bytes. */
+static void put_nt(core_strbuf *b, int w, const fusion_cc_step *steps, int n_steps,
+                   const int *out_steps, int n_out, const int *first_k) {
+  int vb = w * 4; /* bytes per store */
+  put(b,
+      "typedef float kiln_vsf __attribute__((vector_size(%d)));\n"
+      "typedef double kiln_vdf __attribute__((vector_size(%d)));\n",
+      vb, vb);
+  put_loop_head(b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k);
+  put(b, "  for (; i + %d <= n; i += %d) {\n", w, w);
+  for (int o = 0; o < n_out; o++)
+    put(b, "    %s r%d[%d] __attribute__((aligned(%d)));\n", steps[out_steps[o]].src->out_type, o,
+        w, vb);
+  /* a constant trip count: the block is one vector iteration, and r
+   * stays in a register (with j from i to i + 16, gcc 12 kept a guard and
+   * went through the stack, a second store per vector) */
+  put(b, "    for (int j = 0; j < %d; j++) {\n", w);
+  put_body(b, steps, n_steps, first_k, "i + j");
+  for (int o = 0; o < n_out; o++) put(b, "      r%d[j] = v%d;\n", o, out_steps[o]);
+  put(b, "    }\n");
+  const char *ps = w == 16 ? "__builtin_ia32_movntps512" : "__builtin_ia32_movntps256";
+  const char *pd = w == 16 ? "__builtin_ia32_movntpd512" : "__builtin_ia32_movntpd256";
+  for (int o = 0; o < n_out; o++) {
+    if (!strcmp(steps[out_steps[o]].src->out_type, "double"))
+      put(b,
+          "    %s(y%d + i, *(const kiln_vdf *)r%d);\n"
+          "    %s(y%d + i + %d, *(const kiln_vdf *)(r%d + %d));\n",
+          pd, o, o, pd, o, w / 2, o, w / 2);
+    else
+      put(b, "    %s(y%d + i, *(const kiln_vsf *)r%d);\n", ps, o, o);
+  }
+  put(b, "  }\n  for (; i < n; i++) {\n");
+  put_body(b, steps, n_steps, first_k, "i");
+  for (int o = 0; o < n_out; o++) put(b, "      y%d[i] = v%d;\n", o, out_steps[o]);
+  put(b, "  }\n}\n");
+  put_entry(b, "kiln_fused_nt", "kiln_loop_nt", steps, n_steps, n_out, first_k);
+}
+
 char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
   core_strbuf b = {0};
   put(&b, "/* kiln native fused kernel (src/exec/fusion_cc.c), cpu %016llx, level %s */\n",
@@ -222,47 +261,28 @@ char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int 
   for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
   put(&b, "  }\n}\n");
   put_entry(&b, "kiln_fused", "kiln_loop", steps, n_steps, n_out, first_k);
-  /* kiln_fused_nt: 64-byte streaming stores of 16-element blocks (outputs
-   * float or double, 64-byte aligned), Note [Streaming stores] in fusion.c */
+  /* kiln_fused_nt: streaming stores of whole blocks (outputs float or
+   * double, 64-byte aligned), Note [Streaming stores] in fusion.c: 64-byte
+   * stores of 16-element blocks with AVX-512, else 32-byte stores of
+   * 8-element blocks with AVX (the AVX2 level) */
   bool nt = true;
   for (int o = 0; o < n_out; o++) {
     const char *ot = steps[out_steps[o]].src->out_type;
     nt = nt && (!strcmp(ot, "float") || !strcmp(ot, "double"));
   }
   if (nt) {
-    /* the builtins behind _mm512_stream_ps/pd: immintrin.h is 60,000
-     * lines, most of a kernel's compile time */
+    /* the builtins behind _mm512_stream_ps/pd and _mm256_stream_ps/pd:
+     * immintrin.h is 60,000 lines, most of a kernel's compile time */
     put(&b,
         "#if defined(__AVX512F__) && defined(__has_builtin)\n"
         "#if __has_builtin(__builtin_ia32_movntps512) && __has_builtin(__builtin_ia32_movntpd512)\n"
-        "typedef float kiln_v16sf __attribute__((vector_size(64)));\n"
-        "typedef double kiln_v8df __attribute__((vector_size(64)));\n");
-    put_loop_head(&b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k);
-    put(&b, "  for (; i + 16 <= n; i += 16) {\n");
-    for (int o = 0; o < n_out; o++)
-      put(&b, "    %s r%d[16] __attribute__((aligned(64)));\n", steps[out_steps[o]].src->out_type,
-          o);
-    /* a constant trip count: the block is one vector iteration, and r
-     * stays in a register (with j from i to i + 16, gcc 12 kept a guard and
-     * went through the stack, a second store per vector) */
-    put(&b, "    for (int j = 0; j < 16; j++) {\n");
-    put_body(&b, steps, n_steps, first_k, "i + j");
-    for (int o = 0; o < n_out; o++) put(&b, "      r%d[j] = v%d;\n", o, out_steps[o]);
-    put(&b, "    }\n");
-    for (int o = 0; o < n_out; o++) {
-      if (!strcmp(steps[out_steps[o]].src->out_type, "double"))
-        put(&b,
-            "    __builtin_ia32_movntpd512(y%d + i, *(const kiln_v8df *)r%d);\n"
-            "    __builtin_ia32_movntpd512(y%d + i + 8, *(const kiln_v8df *)(r%d + 8));\n",
-            o, o, o, o);
-      else
-        put(&b, "    __builtin_ia32_movntps512(y%d + i, *(const kiln_v16sf *)r%d);\n", o, o);
-    }
-    put(&b, "  }\n  for (; i < n; i++) {\n");
-    put_body(&b, steps, n_steps, first_k, "i");
-    for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
-    put(&b, "  }\n}\n");
-    put_entry(&b, "kiln_fused_nt", "kiln_loop_nt", steps, n_steps, n_out, first_k);
+        "#define KILN_NT_DONE\n");
+    put_nt(&b, 16, steps, n_steps, out_steps, n_out, first_k);
+    put(&b,
+        "#endif\n#endif\n"
+        "#if !defined(KILN_NT_DONE) && defined(__AVX__) && defined(__has_builtin)\n"
+        "#if __has_builtin(__builtin_ia32_movntps256) && __has_builtin(__builtin_ia32_movntpd256)\n");
+    put_nt(&b, 8, steps, n_steps, out_steps, n_out, first_k);
     put(&b, "#endif\n#endif\n");
   }
   if (b.oom) {

@@ -53,6 +53,19 @@ TEST(fusion_native_kernel_per_cpu_level) {
       exec_fusion_cc_fn(kern)(out, in, 45, at);
       CHECK_MSG(memcmp(got, want, sizeof got) == 0, "level %s: kernel != tiles",
                 core_cpu_level_name(l));
+      /* the streaming-store entry (16-float blocks with AVX-512, 8 with
+       * AVX2, none at the baseline): the same values, blocks and tail */
+      fusion_native_fn nt = exec_fusion_cc_fn_stream(kern);
+      CHECK_MSG((nt != NULL) == (l >= CORE_CPU_AVX2), "level %s: streaming entry %s",
+                core_cpu_level_name(l), nt ? "present" : "missing");
+      if (nt) {
+        _Alignas(64) float got_nt[45];
+        void *out_nt[1] = {got_nt};
+        memset(got_nt, 0, sizeof got_nt);
+        nt(out_nt, in, 45, at);
+        CHECK_MSG(memcmp(got_nt, want, sizeof got_nt) == 0, "level %s: streaming kernel != tiles",
+                  core_cpu_level_name(l));
+      }
       exec_fusion_cc_free(kern);
     }
     core_free(src);
