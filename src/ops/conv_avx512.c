@@ -332,37 +332,6 @@ static void block_rows(const conv_job *j, const conv_block *b, int64_t r0, int64
 
 /* ---- few positions: dot products along K --------------------------------- */
 
-/* rows[p][k] (rows kp apart, zero past K) = the receptive field of
- * position p of the group's input: x[c, ih, iw] at k = (c, ki, kj). The
- * offsets of (ki, kj) are found once per position for all channels. */
-static void gather_rows(const conv_job *j, float *rows, int64_t kp) {
-  const win_geom *g = j->g;
-  int64_t KK = g->KH * g->KW, HW = g->H * g->W;
-  int32_t off[64];
-  for (int64_t p = 0; p < j->P; p++) {
-    int64_t n = p / j->L, q = p % j->L, oh = q / g->OW, ow = q % g->OW;
-    float *r = rows + p * kp;
-    const float *xn = j->x + n * j->xs;
-    for (int64_t k = j->K; k < kp; k++) r[k] = 0.0f;
-    if (KK > 64) { /* large kernels: one element at a time */
-      for (int64_t k = 0; k < j->K; k++) {
-        int64_t c = k / KK, kk = k % KK;
-        int64_t ih = oh * g->sh - g->ph + (kk / g->KW) * g->dh;
-        int64_t iw = ow * g->sw - g->pw + (kk % g->KW) * g->dw;
-        r[k] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? xn[c * HW + ih * g->W + iw] : 0.0f;
-      }
-      continue;
-    }
-    for (int64_t kk = 0; kk < KK; kk++) {
-      int64_t ih = oh * g->sh - g->ph + (kk / g->KW) * g->dh;
-      int64_t iw = ow * g->sw - g->pw + (kk % g->KW) * g->dw;
-      off[kk] = ih >= 0 && ih < g->H && iw >= 0 && iw < g->W ? (int32_t)(ih * g->W + iw) : -1;
-    }
-    for (int64_t c = 0; c < g->C; c++, r += KK, xn += HW)
-      for (int64_t kk = 0; kk < KK; kk++) r[kk] = off[kk] >= 0 ? xn[off[kk]] : 0.0f;
-  }
-}
-
 static inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
 
 /* out at channel rows [o0, o0 + 4) x positions [p0, p0 + 4) (clamped to
@@ -457,7 +426,7 @@ static int run_dot(const conv_job *j, int nt) {
   size_t nbytes = 0, need = (size_t)(j->P * kp) * sizeof(float);
   float *rows = core_block_alloc(need, &nbytes);
   if (!rows) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for %zu bytes", need);
-  gather_rows(j, rows, kp);
+  op_conv_gather_rows(j->g, j->x, j->xs, j->P, j->K, rows, kp);
   int64_t nq = (j->P + 3) / 4, no = (j->Og + 3) / 4;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t t = 0; t < no * nq; t++) dot_tile(j, rows, kp, t / nq * 4, t % nq * 4);
@@ -508,10 +477,7 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
   if (core_cpu_level() != CORE_CPU_AVX512) return 0;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W;
-  /* every offset a gather, scatter or table holds must fit in int32 */
-  if (K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs || g->N * g->O > INT32_MAX / L ||
-      K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W || g->KW * g->dw > INT32_MAX / 4)
-    return 0;
+  if (!op_conv_offsets_fit(g, NR)) return 0;
   conv_epilogue none = {0};
   int64_t P = g->N * L;
   double work = (double)P * (double)g->O * (double)K;
@@ -531,10 +497,7 @@ int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const floa
   if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit || g->G != 1) return 0;
   int64_t L = g->OH * g->OW, KK = g->KH * g->KW, K = g->C * KK, P = g->N * L;
   int64_t xs = g->C * g->H * g->W;
-  if (P <= DOT_MAX || K <= 0 || L <= 0 || g->N <= 0 || g->N > INT32_MAX / 2 / xs ||
-      g->N * g->O > INT32_MAX / L || K > INT32_MAX / NR || g->KH * g->dh > INT32_MAX / 4 / g->W ||
-      g->KW * g->dw > INT32_MAX / 4)
-    return 0;
+  if (P <= DOT_MAX || !op_conv_offsets_fit(g, NR)) return 0;
   conv_epilogue none = {0};
   double work = (double)P * (double)g->O * (double)K;
   int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
@@ -713,10 +676,7 @@ static int run_wgrad(const conv_job *j, const float *go, float *gw, int nt) {
 bool op_conv_wgrad_avx512_applies(kiln_dtype dt, const win_geom *g) {
   if (dt != KILN_DTYPE_F32 || core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit)
     return false;
-  int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, xs = g->G * g->C * g->H * g->W;
-  return K > 0 && L > 0 && g->N > 0 && g->O > 0 && xs > 0 && g->N <= INT32_MAX / 2 / xs &&
-         g->N * g->O <= INT32_MAX / L && K <= INT32_MAX / NR &&
-         g->KH * g->dh <= INT32_MAX / 4 / g->W && g->KW * g->dw <= INT32_MAX / 4;
+  return op_conv_offsets_fit(g, NR);
 }
 
 int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, float *gw) {

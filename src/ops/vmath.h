@@ -50,6 +50,13 @@ static inline float op_bitsf(uint32_t u) {
   return v.f;
 }
 
+/* 2^n from t = 1.5 * 2^23 + n (the rounding sum, -126 <= n <= 127): n sits in
+ * t's low mantissa bits, so shifting them into the exponent field and
+ * adding the bias gives 2^n (Note [Vector-friendly vmath]). */
+static inline float op_pow2_of_round(float t) {
+  return op_bitsf((op_fbits(t) << 23) + (127u << 23));
+}
+
 /* e^x for x already clamped to [-87.3, 88.3]: Cody-Waite range reduction
  * x = n ln2 + r, |r| <= ln2/2, Cephes' polynomial for e^r (about 1 ulp),
  * 2^n built in the exponent bits. The rounding uses the 1.5 * 2^23 trick
@@ -66,7 +73,7 @@ static inline float op_expf_clamped(float xc) {
   q = fmaf(q, r, 1.6666665459e-1f);
   q = fmaf(q, r, 5.0000001201e-1f);
   float y = fmaf(q * r, r, r) + 1.0f;
-  return y * op_bitsf((op_fbits(t) << 23) + (127u << 23));
+  return y * op_pow2_of_round(t);
 }
 
 /* e^x: below -87.3 the result is 0 (no denormals), above 88.3 +inf; NaN
@@ -108,7 +115,7 @@ static inline float op_tanhf(float x) {
   q = fmaf(q, r, 1.0f / 6.0f);
   q = fmaf(q, r, 0.5f);
   float p = fmaf(q, r * r, r); /* expm1(r) */
-  float sc = op_bitsf((op_fbits(tt) << 23) + (127u << 23));
+  float sc = op_pow2_of_round(tt);
   float em = fmaf(sc, p, sc - 1.0f); /* expm1(z) */
   float t = -em / (2.0f + em);
   t = op_bitsf(op_fbits(t) | (xb & 0x80000000u));
