@@ -497,6 +497,8 @@ typedef struct fused_call {
   fusion_native_fn native, native_nt;
   op_attrs natt[FUSION_MAX_STEPS];
   bool stream;
+  uint64_t reusable; /* inputs whose buffers outputs may take (Note [Fused buffer reuse]) */
+  bool aliased;      /* an output took an input's buffer */
   kiln_tensor *outs[64];
 } fused_call;
 
@@ -627,9 +629,21 @@ static int prepare(fused_call *c) {
   fused_group *f = c->f;
   exec_value *in = c->in;
   if (f->n_out > 64) return core_error(KILN_ERR_UNSUPPORTED, "FusionGroup: more than 64 outputs");
+  uint64_t free_in = c->reusable;
   for (int o = 0; o < f->n_out; o++) {
-    c->outs[o] = core_tensor_new(c->ndim, c->shape, c->ksteps[f->out_step[o]].out);
-    if (!c->outs[o]) return KILN_ERR_NOMEM;
+    kiln_dtype dt = c->ksteps[f->out_step[o]].out;
+    for (int i = 0; i < f->n_in && i < 64 && !c->outs[o]; i++) {
+      const kiln_tensor *t = in[i].t;
+      if (!(free_in >> i & 1) || t->dtype != dt || t->ndim != c->ndim ||
+          memcmp(t->shape, c->shape, (size_t)c->ndim * sizeof *c->shape))
+        continue;
+      for (int j = 0; j < f->n_in && j < 64; j++) /* the same tensor passed twice */
+        if (in[j].tag == EXEC_V_TENSOR && in[j].t == t) free_in &= ~(1ull << j);
+      c->outs[o] = kiln_retain(in[i].t);
+      c->aliased = true;
+    }
+    if (!c->outs[o] && !(c->outs[o] = core_tensor_new(c->ndim, c->shape, dt)))
+      return KILN_ERR_NOMEM;
   }
   for (int i = 0; i < f->n_in; i++)
     if (in[i].tag == EXEC_V_TENSOR) op_ew_operand_init(&c->ops[i], in[i].t, c->ndim, c->shape);
@@ -740,17 +754,17 @@ static void tile_native(const fused_call *c, int64_t i0, int64_t n, char *inbuf,
     op_out[o] = (char *)core_data(c->outs[o]) + i0 * (int64_t)es;
     aligned = aligned && ((uintptr_t)op_out[o] & 63) == 0;
   }
-  if (!c->stream) {
+  if (!c->stream && !c->aliased) {
     c->native(op_out, np, n, c->natt);
-  } else if (c->native_nt && aligned) {
+  } else if (c->native_nt && aligned && !c->aliased) {
     c->native_nt(op_out, np, n, c->natt);
-  } else { /* through a tile, then streamed */
+  } else { /* through a tile, then stored (streamed, or over an input it reused) */
     void *tile_out[FUSION_MAX_IO];
     for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + c->slot * (size_t)o;
     c->native(tile_out, np, n, c->natt);
     for (int o = 0; o < f->n_out; o++)
       store_tile(op_out[o], tile_out[o],
-                 (size_t)n * kiln_dtype_size(c->ksteps[f->out_step[o]].out), true);
+                 (size_t)n * kiln_dtype_size(c->ksteps[f->out_step[o]].out), c->stream);
   }
 }
 
@@ -824,11 +838,14 @@ static int run_tiles(const fused_call *c) {
   return failed ? core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers") : 0;
 }
 
-int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
+int exec_fused_group_run_reuse(fused_group *f, exec_value *in, uint64_t reusable,
+                               exec_value *out) {
   fused_call call, *c = &call; /* on the stack, as the per-call arrays always were */
   int rc;
   c->f = f;
   c->in = in;
+  c->reusable = reusable;
+  c->aliased = false;
   memset(c->outs, 0, sizeof c->outs);
   for (int i = 0; i < f->n_in; i++) /* Note [Extended dtypes]: not fused */
     if (in[i].tag == EXEC_V_TENSOR && core_dtype_is_extended(in[i].t->dtype))
@@ -848,8 +865,40 @@ done:
   return rc;
 }
 
+int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
+  return exec_fused_group_run_reuse(f, in, 0, out);
+}
+
+/* Note [Fused buffer reuse]: as an elementwise op does (Note [Buffer
+ * reuse] in vm.c), a group writes an output into an input that dies at
+ * this instruction and that nothing else holds: its register is freed
+ * here, the tensor and its storage are the register's alone, contiguous,
+ * of the output's shape and dtype, not a wrapped number, with no autograd
+ * history. A lazy training step's SGD update (Note [Buffer donation] in
+ * lazy_sync.c) so writes the new parameter and momentum over the old, as
+ * the eager update does, instead of into fresh pages. Every tile reads its
+ * inputs before it stores its outputs, over the same elements, so the
+ * overlap is exact; a native kernel (restrict-qualified arrays) writes
+ * into its tile buffers then, and the tile is copied out. */
+static uint64_t reusable_inputs(const exec_instr *x, const exec_value *in) {
+  uint64_t m = 0;
+  bool grad_on = kiln_is_grad_enabled();
+  for (int i = 0; i < x->n_in && i < 64; i++) {
+    if (in[i].tag != EXEC_V_TENSOR) continue;
+    const kiln_tensor *t = in[i].t;
+    bool dies = false;
+    for (int k = 0; k < x->n_free && !dies; k++) dies = x->free[k] == x->in[i];
+    if (!dies || t->refcount != 1 || !t->storage || t->storage->refcount != 1 || t->ag ||
+        (grad_on && t->requires_grad) || t->wrapped_number || t->device != CORE_DEVICE_CPU ||
+        !core_is_contiguous(t))
+      continue;
+    m |= 1ull << i;
+  }
+  return m;
+}
+
 static int p_fusion_group(const exec_instr *x, exec_value *in, exec_value *out) {
-  return exec_fused_group_run(x->k.obj, in, out);
+  return exec_fused_group_run_reuse(x->k.obj, in, reusable_inputs(x, in), out);
 }
 
 int exec_fusion_compile_hook(void *ud, exec_code *c, const ir_node *n, exec_instr *x) {

@@ -18,6 +18,11 @@ fused_group *exec_fused_group_new(const ir_graph *sub);
 void exec_fused_group_free(void *f);
 /* Runs the group (Note [Fused tiles]). inputs borrowed; outputs new. */
 int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out);
+/* The same, where each input whose bit is set in reusable (input i: bit i)
+ * may become an output of its shape and dtype, written over (Note [Fused
+ * buffer reuse] in fusion.c): the caller must hold it only to give it up. */
+int exec_fused_group_run_reuse(fused_group *f, exec_value *in, uint64_t reusable,
+                               exec_value *out);
 /* Native kernels that failed to compile or load so far (the groups kept
  * their tile kernels; Note [Native kernels]). */
 int64_t exec_fusion_native_failures(void);

@@ -1,5 +1,6 @@
 /* tests/lazy/test_lazy_sync.c: kiln_mark_step, reads, the compile cache and
  * its counters, recompile reasons (PyTorch 1.13's micro-checks, B.5). */
+#include "exec/fusion_cc.h"
 #include "lazy/lazy.h"
 #include "test.h"
 
@@ -243,6 +244,50 @@ TEST(lazy_mark_step_donates_dead_inputs) {
     CHECK_NEAR(core_get_flat(now, i), i - 4.0, 0);
   }
   kiln_scope_end();
+}
+
+/* Note [Fused buffer reuse] (exec/fusion.c): a momentum SGD step
+ * (buf = 0.9 buf + g; p -= lr buf) is one FusionGroup with two outputs;
+ * with p and buf donated it writes both over their old buffers, as the
+ * eager update does, through the tile kernels and through a native one,
+ * with the eager values (n not a multiple of the tile). */
+TEST(lazy_sgd_step_fusion_writes_in_place) {
+  int64_t n = 5003;
+  for (int native = 0; native < 2; native++) {
+    int prev = exec_fusion_cc_set_mode(native ? 2 : 0);
+    kiln_scope_begin();
+    kiln_generator *gen = kiln_generator_new(21 + native);
+    kiln_tensor *p0 = kiln_randn(1, &n, KILN_DTYPE_F32, gen);
+    kiln_tensor *g0 = kiln_randn(1, &n, KILN_DTYPE_F32, gen);
+    kiln_tensor *pe = kiln_clone(p0), *be = kiln_zeros(1, &n, KILN_DTYPE_F32);
+    kiln_tensor *p = kiln_to_lazy(p0), *buf = kiln_to_lazy(kiln_zeros(1, &n, KILN_DTYPE_F32));
+    kiln_tensor *g = kiln_to_lazy(g0);
+    CHECK(p && buf && g && kiln_mark_step() == KILN_OK);
+    uintptr_t bp = buffer_of(p), bb = buffer_of(buf);
+    CHECK(bp && bb && bp != bb);
+    for (int it = 0; it < 3; it++) {
+      kiln_scope_begin();
+      CHECK(kiln_mul_scalar_(buf, 0.9) == KILN_OK && kiln_add_(buf, g, 1.0) == KILN_OK);
+      CHECK(kiln_add_(p, buf, -0.1) == KILN_OK);
+      CHECK(kiln_mul_scalar_(be, 0.9) == KILN_OK && kiln_add_(be, g0, 1.0) == KILN_OK);
+      CHECK(kiln_add_(pe, be, -0.1) == KILN_OK);
+      kiln_scope_end();
+      CHECK(kiln_mark_step() == KILN_OK);
+      CHECK_MSG(buffer_of(p) == bp && buffer_of(buf) == bb, "step %d (native %d): new buffers",
+                it, native);
+    }
+    char *t = kiln_lazy_last_compiled_graph();
+    CHECK_STR_CONTAINS(t, "prim::FusionGroup");
+    kiln_free(t);
+    kiln_tensor *pc = kiln_to_cpu(p), *bc = kiln_to_cpu(buf);
+    for (int64_t i = 0; pc && bc && i < n; i++) {
+      CHECK_NEAR(core_get_flat(pc, i), core_get_flat(pe, i), 1e-6);
+      CHECK_NEAR(core_get_flat(bc, i), core_get_flat(be, i), 1e-6);
+    }
+    kiln_generator_free(gen);
+    kiln_scope_end();
+    exec_fusion_cc_set_mode(prev);
+  }
 }
 
 /* Note [Buffer donation], a failing run: the step updates p in place, then
