@@ -58,6 +58,7 @@ typedef struct lazy_state {
   kiln_tensor *view_base; /* owned: a view's root base (NULL if not a view) */
   lazy_view_step *view_steps; /* core_alloc'd: base to view, n_view_steps */
   int n_view_steps;
+  int n_views;            /* live states whose view_base is this owner (refreshes skip none) */
 } lazy_state;
 
 static inline lazy_state *lazy_of(const kiln_tensor *t) { return (lazy_state *)t->lazy; }

@@ -238,6 +238,7 @@ static void rebind_to(kiln_tensor *t, kiln_tensor *r, int *rc) {
 void lazy_drop_view(lazy_state *s) {
   for (int i = 0; i < s->n_view_steps; i++) lazy_node_release(s->view_steps[i].node);
   core_free(s->view_steps);
+  if (s->view_base && lazy_of(s->view_base)) lazy_of(s->view_base)->n_views--;
   kiln_release(s->view_base);
   s->view_steps = NULL;
   s->n_view_steps = 0;
@@ -294,6 +295,7 @@ int lazy_note_view(lazy_node *node, const op_val *args, kiln_tensor *const *outs
     to->view_steps = st;
     to->n_view_steps = n;
     to->view_base = kiln_retain(from->view_base ? from->view_base : from->owner);
+    lazy_of(to->view_base)->n_views++;
   }
   return 0;
 }
@@ -303,6 +305,9 @@ int lazy_note_view(lazy_node *node, const op_val *args, kiln_tensor *const *outs
 int lazy_refresh_views(kiln_tensor *base) {
   int rc = 0, n = 0, cap = 0;
   lazy_state **views = NULL;
+  /* a base without live views (most in-place updates: an optimizer's)
+   * need not walk every live tensor */
+  if (!lazy_of(base) || lazy_of(base)->n_views == 0) return 0;
   /* collected first: replaying records new views of base */
   for (lazy_state *s = lazy_live_first(); s; s = s->next) {
     if (s->view_base != base) continue;
