@@ -724,7 +724,7 @@ static void tile_inputs(const fused_call *c, int64_t tix, int64_t i0, int64_t n,
 /* Phase 5b, native: Note [Native kernels]: operands as the tiles would see
  * them, outputs straight to memory unless streamed from a tile. */
 static void tile_native(const fused_call *c, int64_t i0, int64_t n, char *inbuf, char *stepbuf,
-                        const void **inptr) {
+                        size_t out_slot, const void **inptr) {
   const fused_group *f = c->f;
   const fkernel *kn = c->kn;
   const void *np[FUSION_MAX_STEPS * EW_MAX_OPERANDS], *arr[FUSION_MAX_IO] = {0};
@@ -760,7 +760,7 @@ static void tile_native(const fused_call *c, int64_t i0, int64_t n, char *inbuf,
     c->native_nt(op_out, np, n, c->natt);
   } else { /* through a tile, then stored (streamed, or over an input it reused) */
     void *tile_out[FUSION_MAX_IO];
-    for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + c->slot * (size_t)o;
+    for (int o = 0; o < f->n_out; o++) tile_out[o] = stepbuf + out_slot * (size_t)o;
     c->native(tile_out, np, n, c->natt);
     for (int o = 0; o < f->n_out; o++)
       store_tile(op_out[o], tile_out[o],
@@ -814,20 +814,23 @@ static void tile_steps(const fused_call *c, int64_t i0, int64_t n, char *stepbuf
  * covers NATIVE_CHUNK elements instead of EW_TILE. Per tile, finding the
  * inputs and calling the kernel cost about a fifth of the arithmetic
  * chain's time (`perf`: run_tiles 19%, the kernel 57%, at 2 threads); per
- * 16 tiles it is noise. Not when an output is written over an input (Note
- * [Fused buffer reuse]: the kernel writes into tile buffers then) or when
- * streamed outputs would go through a tile (no streaming variant, or an
- * output not 64-byte aligned). */
+ * 16 tiles it is noise. Where an output is written over an input (Note
+ * [Fused buffer reuse]) the kernel writes a chunk-sized buffer per output
+ * (in L2: 64 KiB of floats), copied out after it. Not when streamed
+ * outputs would go through a tile buffer otherwise (no streaming variant,
+ * or an output not 64-byte aligned). */
 #define NATIVE_CHUNK (16 * EW_TILE)
 
 static bool native_chunks(const fused_call *c) {
   const fused_group *f = c->f;
-  if (!c->native || c->aliased || (c->stream && !c->native_nt)) return false;
+  if (!c->native) return false;
   for (int i = 0; i < f->n_in; i++)
     if (c->in[i].tag == EXEC_V_TENSOR && c->kn->tier[i] == 2 &&
         !(c->ops[i].direct && kiln_tensor_numel(c->in[i].t) == c->numel))
       return false;
-  for (int o = 0; o < f->n_out && c->stream; o++)
+  if (c->aliased || !c->stream) return true;
+  if (!c->native_nt) return false;
+  for (int o = 0; o < f->n_out; o++)
     if ((uintptr_t)core_data(c->outs[o]) & 63) return false;
   return true;
 }
@@ -839,21 +842,28 @@ static int run_tiles(const fused_call *c) {
   int failed = 0;
   if (native_chunks(c)) { /* Note [Native chunks] */
     int64_t n_chunks = (c->numel + NATIVE_CHUNK - 1) / NATIVE_CHUNK;
+    size_t out_slot = NATIVE_CHUNK * 8; /* any output dtype */
 #pragma omp parallel if (c->numel >= OP_PARALLEL_MIN)
     {
+      char *outbuf = c->aliased ? scratch(1, out_slot * (size_t)f->n_out) : NULL;
+      if (c->aliased && !outbuf) {
+#pragma omp atomic write
+        failed = 1;
+      }
 #pragma omp for schedule(static)
       for (int64_t ch = 0; ch < n_chunks; ch++) {
+        if (c->aliased && !outbuf) continue;
         int64_t i0 = ch * NATIVE_CHUNK, n = c->numel - i0 < NATIVE_CHUNK ? c->numel - i0 : NATIVE_CHUNK;
         const void *inptr[64];
         for (int i = 0; i < f->n_in; i++)
           inptr[i] = c->in[i].tag == EXEC_V_TENSOR && c->kn->tier[i] == 2
                          ? c->ops[i].base + i0 * (int64_t)kiln_dtype_size(c->ops[i].dtype)
                          : NULL;
-        tile_native(c, i0, n, NULL, NULL, inptr);
+        tile_native(c, i0, n, NULL, outbuf, out_slot, inptr);
       }
       store_fence();
     }
-    return 0;
+    return failed ? core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for tile buffers") : 0;
   }
 #pragma omp parallel if (c->numel >= OP_PARALLEL_MIN)
   {
@@ -871,7 +881,7 @@ static int run_tiles(const fused_call *c) {
            *conv = mem + c->slot * (size_t)(f->n_in + f->n_steps);
       const void *inptr[64];
       tile_inputs(c, tix, i0, n, inbuf, prefetch, inptr);
-      if (c->native) tile_native(c, i0, n, inbuf, stepbuf, inptr);
+      if (c->native) tile_native(c, i0, n, inbuf, stepbuf, c->slot, inptr);
       else tile_steps(c, i0, n, stepbuf, conv, inptr);
     }
     store_fence();

@@ -249,10 +249,11 @@ TEST(lazy_mark_step_donates_dead_inputs) {
 /* Note [Fused buffer reuse] (exec/fusion.c): a momentum SGD step
  * (buf = 0.9 buf + g; p -= lr buf) is one FusionGroup with two outputs;
  * with p and buf donated it writes both over their old buffers, as the
- * eager update does, through the tile kernels and through a native one,
- * with the eager values (n not a multiple of the tile). */
+ * eager update does, through the tile kernels and through a native one
+ * (over several chunks: Note [Native chunks]), with the eager values (n
+ * not a multiple of the tile or the chunk). */
 TEST(lazy_sgd_step_fusion_writes_in_place) {
-  int64_t n = 5003;
+  int64_t n = 3 * 16384 + 5003;
   for (int native = 0; native < 2; native++) {
     int prev = exec_fusion_cc_set_mode(native ? 2 : 0);
     kiln_scope_begin();
