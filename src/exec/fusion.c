@@ -906,6 +906,14 @@ int exec_fused_group_run_reuse(fused_group *f, exec_value *in, uint64_t reusable
   if ((rc = call_steps(c)) < 0) goto done;
   choose_kernel(c);
   if ((rc = prepare(c)) < 0 || (rc = run_tiles(c)) < 0) goto done;
+  /* an output written over an input is an in-place write: its version
+   * moves on (Note [Packed B cache] keys packed panels on it) */
+  for (int o = 0; o < f->n_out && c->aliased; o++)
+    for (int i = 0; i < f->n_in; i++)
+      if (in[i].tag == EXEC_V_TENSOR && in[i].t == c->outs[o]) {
+        core_bump_version(c->outs[o]);
+        break;
+      }
   for (int o = 0; o < f->n_out; o++) {
     out[o] = (exec_value){.tag = EXEC_V_TENSOR, .t = c->outs[o]};
     c->outs[o] = NULL;
@@ -930,7 +938,9 @@ int exec_fused_group_run(fused_group *f, exec_value *in, exec_value *out) {
  * the eager update does, instead of into fresh pages. Every tile reads its
  * inputs before it stores its outputs, over the same elements, so the
  * overlap is exact; a native kernel (restrict-qualified arrays) writes
- * into its tile buffers then, and the tile is copied out. */
+ * into its tile buffers then, and the tile is copied out. The written
+ * tensor's version is raised, as an in-place op's is, so a later GEMM in
+ * the same graph never takes the old value's packed panels. */
 static uint64_t reusable_inputs(const exec_instr *x, const exec_value *in) {
   uint64_t m = 0;
   bool grad_on = kiln_is_grad_enabled();

@@ -291,6 +291,53 @@ TEST(lazy_sgd_step_fusion_writes_in_place) {
   }
 }
 
+/* Note [Fused buffer reuse] and Note [Packed B cache]: a group that writes
+ * its result over a tensor raises the tensor's version, so a GEMM later in
+ * the same graph never reads the old value's packed panels. acc (the
+ * first live tensor, so its products come first in the graph) takes two
+ * products with p as B (cached the second time); p is then updated in
+ * place by one FusionGroup (p dies there) and is the B of a third. */
+TEST(lazy_in_place_group_invalidates_packed_panels) {
+  kiln_scope_begin();
+  kiln_generator *gen = kiln_generator_new(31);
+  int64_t sp[2] = {256, 256}, sx[2] = {64, 256};
+  kiln_tensor *acc = kiln_to_lazy(kiln_zeros(2, sx, KILN_DTYPE_F32));
+  kiln_tensor *p0 = kiln_randn(2, sp, KILN_DTYPE_F32, gen), *g0 = kiln_randn(2, sp, KILN_DTYPE_F32, gen);
+  kiln_tensor *x0 = kiln_randn(2, sx, KILN_DTYPE_F32, gen);
+  kiln_tensor *p = kiln_to_lazy(kiln_clone(p0)), *g = kiln_to_lazy(g0), *x = kiln_to_lazy(x0);
+  CHECK(acc && p && g && x && kiln_mark_step() == KILN_OK);
+  kiln_tensor *acc_e = kiln_zeros(2, sx, KILN_DTYPE_F32), *pe = kiln_clone(p0);
+  for (int it = 0; it < 2; it++) {
+    kiln_scope_begin();
+    CHECK(kiln_add_(acc, kiln_mm(x, p), 1.0) == KILN_OK);
+    CHECK(kiln_add_(acc, kiln_mm(kiln_mul_scalar(x, 2.0), p), 1.0) == KILN_OK);
+    CHECK(kiln_add_(p, kiln_mul_scalar(g, 0.5), -1.0) == KILN_OK); /* one FusionGroup */
+    kiln_tensor *y3 = kiln_keep(kiln_mm(x, p));
+    CHECK(kiln_add_(acc_e, kiln_mm(x0, pe), 1.0) == KILN_OK);
+    CHECK(kiln_add_(acc_e, kiln_mm(kiln_mul_scalar(x0, 2.0), pe), 1.0) == KILN_OK);
+    CHECK(kiln_add_(pe, kiln_mul_scalar(g0, 0.5), -1.0) == KILN_OK);
+    kiln_tensor *y3e = kiln_mm(x0, pe);
+    kiln_scope_end();
+    CHECK(kiln_mark_step() == KILN_OK);
+    kiln_scope_begin();
+    char *t = kiln_lazy_last_compiled_graph();
+    CHECK_STR_CONTAINS(t, "prim::FusionGroup");
+    kiln_free(t);
+    kiln_tensor *got = kiln_to_cpu(y3), *got_acc = kiln_to_cpu(acc);
+    double worst = 0, worst_acc = 0;
+    for (int64_t i = 0; got && got_acc && i < 64 * 256; i++) {
+      worst = fmax(worst, fabs(core_get_flat(got, i) - core_get_flat(y3e, i)));
+      worst_acc = fmax(worst_acc, fabs(core_get_flat(got_acc, i) - core_get_flat(acc_e, i)));
+    }
+    CHECK_MSG(worst < 1e-3 && worst_acc < 1e-3, "step %d: x @ p off by %g, acc by %g", it, worst,
+              worst_acc);
+    kiln_scope_end();
+    kiln_release(y3);
+  }
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
+
 /* Note [Buffer donation], a failing run: the step updates p in place, then
  * the loss meets a label out of range. mark_step fails and says the donated
  * inputs are lost; a later read of p fails with an error, never a crash or
