@@ -316,7 +316,7 @@ TEST(lazy_in_place_group_invalidates_packed_panels) {
     CHECK(kiln_add_(acc_e, kiln_mm(x0, pe), 1.0) == KILN_OK);
     CHECK(kiln_add_(acc_e, kiln_mm(kiln_mul_scalar(x0, 2.0), pe), 1.0) == KILN_OK);
     CHECK(kiln_add_(pe, kiln_mul_scalar(g0, 0.5), -1.0) == KILN_OK);
-    kiln_tensor *y3e = kiln_mm(x0, pe);
+    kiln_tensor *y3e = kiln_keep(kiln_mm(x0, pe)); /* read after the scope */
     kiln_scope_end();
     CHECK(kiln_mark_step() == KILN_OK);
     kiln_scope_begin();
@@ -333,6 +333,7 @@ TEST(lazy_in_place_group_invalidates_packed_panels) {
               worst_acc);
     kiln_scope_end();
     kiln_release(y3);
+    kiln_release(y3e);
   }
   kiln_generator_free(gen);
   kiln_scope_end();
