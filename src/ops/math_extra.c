@@ -32,7 +32,7 @@ static int trapezoid(const char *fn, const op_val *a, kiln_tensor **outs) {
   double dx = op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 1.0;
   int d = core_wrap_dim(fn, a[2].tag == OP_VAL_INT ? a[2].i : -1, y->ndim);
   if (d < 0) return KILN_ERR_INVALID;
-  y = floated(y);
+  if (!(y = floated(y))) return op_failed_status(); /* the conversion failed (OOM) */
   int64_t dd = d, len = y->shape[d];
   if (len == 0) return op_out1(kiln_sum(kiln_mul_scalar(y, 0.0), &dd, 1, false), outs);
   kiln_tensor *ends = kiln_add(kiln_select(y, d, 0), kiln_select(y, d, len - 1));
@@ -54,7 +54,7 @@ int op_cumulative_trapezoid_decompose(const op_val *a, int n, kiln_tensor **outs
   double dx = op_val_is_num(&a[1]) ? op_val_num(&a[1]) : 1.0;
   int d = core_wrap_dim(fn, a[2].tag == OP_VAL_INT ? a[2].i : -1, y->ndim);
   if (d < 0) return KILN_ERR_INVALID;
-  y = floated(y);
+  if (!(y = floated(y))) return op_failed_status();
   int64_t len = y->shape[d];
   kiln_tensor *m = len > 0 ? kiln_add(kiln_narrow(y, d, 1, len - 1), kiln_narrow(y, d, 0, len - 1))
                            : kiln_clone(y);
