@@ -89,3 +89,42 @@ TEST(diagflat_and_diag_embed_fail_cleanly_at_every_allocation) {
   CHECK_MSG(h2 >= 3, "diag_embed: %d failure points", h2);
   test_note("%d + %d failure points", h, h2);
 }
+
+/* Found by `make fuzz FUZZ_OOM=1` (fuzz_run, seed
+ * fuzz/seeds/run/trapz_oom_conversion.ir): the trapezoid rules went on
+ * with the NULL of a failed integer-to-float conversion (UBSan: a null
+ * dereference in src/ops/math_extra.c). An int16 input, dx 3, the last
+ * dim: at every allocation the value of a call that never failed, or NULL
+ * with an out-of-memory error. */
+TEST(trapezoid_rules_fail_cleanly_at_every_allocation) {
+  static const int ops[] = {KILN_OP_TRAPZ, KILN_OP_TRAPEZOID, KILN_OP_CUMULATIVE_TRAPEZOID};
+  int total = 0;
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+    kiln_scope_begin();
+    kiln_tensor *x = kiln_from_data((int16_t[]){1, -2, 3, 4, 5, -6}, 2, (int64_t[]){2, 3},
+                                    KILN_DTYPE_I16);
+    op_val args[3] = {OPV_T(x), OPV_F(3.0), OPV_I(-1)};
+    kiln_tensor *want = op_call1(ops[o], args, 3);
+    CHECK_MSG(want != NULL, "%s: %s", op_table[ops[o]].name, kiln_last_error());
+    for (long k = 1; want && k < 10000; k++) {
+      kiln_scope_begin();
+      kiln_clear_error();
+      core_alloc_fail_at(k);
+      kiln_tensor *got = op_call1(ops[o], args, 3);
+      long made = core_alloc_fail_at(0);
+      if (got) {
+        for (int64_t i = 0; i < kiln_tensor_numel(want); i++)
+          CHECK_MSG(core_get_flat(got, i) == core_get_flat(want, i), "%s at %ld: [%lld]",
+                    op_table[ops[o]].name, k, (long long)i);
+      } else {
+        CHECK_MSG(made >= k && strstr(kiln_last_error(), "out of memory"), "%s at %ld: %s",
+                  op_table[ops[o]].name, k, kiln_last_error());
+      }
+      kiln_scope_end();
+      if (made < k) break;
+      total++;
+    }
+    kiln_scope_end();
+  }
+  CHECK(total > 6);
+}
