@@ -66,6 +66,11 @@ int exec_code_own(exec_code *c, void *obj, void (*free_fn)(void *obj));
  * last[r] outside [0, n_instr) means never). The compiler computes last
  * uses (Note [Registers and liveness] in compile.c). < 0 on OOM. */
 int exec_code_set_frees(exec_code *c, const int *last);
+/* Note [Buffer reuse] (vm.c): may an op write its result into t, a value
+ * dying at its instruction? Only when the register is t's sole holder, t's
+ * storage is t's alone, and t is contiguous, not a wrapped number, with no
+ * autograd history. */
+bool exec_buffer_reusable(const kiln_tensor *t);
 /* Runs c on inputs (borrowed) and writes n_outputs new values to outputs.
  * Returns < 0 with the error set; a failing instruction is named. */
 int exec_code_run(const exec_code *c, const exec_value *inputs, exec_value *outputs);

@@ -640,6 +640,7 @@ static int prepare(fused_call *c) {
       for (int j = 0; j < f->n_in && j < 64; j++) /* the same tensor passed twice */
         if (in[j].tag == EXEC_V_TENSOR && in[j].t == t) free_in &= ~(1ull << j);
       c->outs[o] = kiln_retain(in[i].t);
+      core_bump_version(c->outs[o]); /* an in-place write (Note [Packed B cache]) */
       c->aliased = true;
     }
     if (!c->outs[o] && !(c->outs[o] = core_tensor_new(c->ndim, c->shape, dt)))
@@ -906,14 +907,6 @@ int exec_fused_group_run_reuse(fused_group *f, exec_value *in, uint64_t reusable
   if ((rc = call_steps(c)) < 0) goto done;
   choose_kernel(c);
   if ((rc = prepare(c)) < 0 || (rc = run_tiles(c)) < 0) goto done;
-  /* an output written over an input is an in-place write: its version
-   * moves on (Note [Packed B cache] keys packed panels on it) */
-  for (int o = 0; o < f->n_out && c->aliased; o++)
-    for (int i = 0; i < f->n_in; i++)
-      if (in[i].tag == EXEC_V_TENSOR && in[i].t == c->outs[o]) {
-        core_bump_version(c->outs[o]);
-        break;
-      }
   for (int o = 0; o < f->n_out; o++) {
     out[o] = (exec_value){.tag = EXEC_V_TENSOR, .t = c->outs[o]};
     c->outs[o] = NULL;
@@ -949,9 +942,8 @@ static uint64_t reusable_inputs(const exec_instr *x, const exec_value *in) {
     const kiln_tensor *t = in[i].t;
     bool dies = false;
     for (int k = 0; k < x->n_free && !dies; k++) dies = x->free[k] == x->in[i];
-    if (!dies || t->refcount != 1 || !t->storage || t->storage->refcount != 1 || t->ag ||
-        (grad_on && t->requires_grad) || t->wrapped_number || t->device != CORE_DEVICE_CPU ||
-        !core_is_contiguous(t))
+    if (!dies || !exec_buffer_reusable(t) || (grad_on && t->requires_grad) ||
+        t->device != CORE_DEVICE_CPU)
       continue;
     m |= 1ull << i;
   }

@@ -72,6 +72,11 @@ int exec_code_set_frees(exec_code *c, const int *last) {
   return 0;
 }
 
+bool exec_buffer_reusable(const kiln_tensor *t) {
+  return t->refcount == 1 && t->storage && t->storage->refcount == 1 && !t->ag &&
+         core_is_contiguous(t) && !t->wrapped_number;
+}
+
 static bool truthy(const exec_value *v) {
   switch (v->tag) {
   case EXEC_V_BOOL: return v->b;
@@ -109,9 +114,7 @@ static int run_op(const exec_instr *x, exec_value *regs) {
       exec_value *v = &regs[x->free[f]];
       if (v->tag != EXEC_V_TENSOR) continue;
       kiln_tensor *t = v->t;
-      if (t->refcount != 1 || !t->storage || t->storage->refcount != 1 || t->ag ||
-          !core_is_contiguous(t) || t->wrapped_number)
-        continue;
+      if (!exec_buffer_reusable(t)) continue;
       bool is_input = false;
       for (int k = 0; k < (self_out ? 1 : x->n_in); k++) is_input |= x->in[k] == x->free[f];
       if (!is_input) continue;
