@@ -6,7 +6,10 @@
  * without padding counted, ceil_mode, adaptive bounds) is the product of
  * its row and column extents, so out = Ph @ x @ Pw^T with Ph [OH, H] and
  * Pw [OW, W] holding 1/extent over each window. Two matmuls: their
- * derivative comes free, and BLAS runs them. */
+ * derivative comes free, and BLAS runs them. Adaptive windows that tile
+ * the plane (H, W divisible by the output size; the 1x1 of every
+ * classifier head) are a plain block mean instead: one reduction, not
+ * two matmuls over N*C tiny batches. */
 #include <math.h>
 #include <string.h>
 
@@ -95,10 +98,21 @@ int op_adaptive_avg_pool2d_decompose(const op_val *a, int n, kiln_tensor **outs,
   int64_t H = x->shape[x->ndim - 2], W = x->shape[x->ndim - 1];
   if (os[0] < 0 || os[1] < 0)
     return core_error(KILN_ERR_INVALID, "%s: output_size must be non-negative", fn);
-  for (int i = 0; i < x->ndim - 2; i++)
-    if (x->shape[i] == 0 && i > 0)
+  for (int i = 1; i < x->ndim; i++)
+    if (x->shape[i] == 0)
       return core_error(KILN_ERR_INVALID, "%s: Expected input to have non-zero size for non-batch "
                                           "dimensions", fn);
+  if (os[0] > 0 && os[1] > 0 && H % os[0] == 0 && W % os[1] == 0) {
+    /* equal windows that tile the plane: a mean over each (H/oh, W/ow)
+     * block, as PyTorch itself computes the 1x1 case (input.mean({-1,-2})) */
+    if (os[0] == 1 && os[1] == 1)
+      return op_out1(kiln_mean(x, (int64_t[]){-2, -1}, 2, true), outs);
+    int64_t sh[6];
+    int nd = x->ndim - 2;
+    for (int i = 0; i < nd; i++) sh[i] = x->shape[i];
+    sh[nd] = os[0], sh[nd + 1] = H / os[0], sh[nd + 2] = os[1], sh[nd + 3] = W / os[1];
+    return op_out1(kiln_mean(kiln_reshape(x, nd + 4, sh), (int64_t[]){-3, -1}, 2, false), outs);
+  }
   kiln_tensor *r = apply_rows(x, adaptive_matrix(os[0], H, x->dtype));
   return op_out1(r ? apply_last(r, adaptive_matrix(os[1], W, x->dtype)) : NULL, outs);
 }

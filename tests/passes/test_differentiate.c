@@ -81,12 +81,14 @@ TEST(differentiate_tanh_linear_only_needed_grads) {
   ir_graph_free(s);
 }
 
-/* adaptive_avg_pool2d decomposes into a product with averaging weights that
+/* adaptive_avg_pool2d to 2x2 from 3x3 (overlapping windows rows/cols
+ * [0,2) and [1,3)) decomposes into a product with averaging weights that
  * the op makes from constants while tracing: the forward's own constant
  * inputs (f_consts), after the real ones. Output and gradient by hand: the
- * mean of each 3x3 plane, and v / 9 everywhere. */
+ * mean of each 2x2 window, and each input's sum of v / 4 over the windows
+ * that hold it. */
 static const char *POOL = "graph(%x : Tensor):\n"
-                          "  %1 : int = prim::Constant[value=1]()\n"
+                          "  %1 : int = prim::Constant[value=2]()\n"
                           "  %2 : int[] = prim::ListConstruct(%1, %1)\n"
                           "  %3 : Tensor = aten::adaptive_avg_pool2d(%x, %2)\n"
                           "  return (%3)\n";
@@ -110,12 +112,15 @@ TEST(differentiate_forward_constants_are_inputs) {
     for (int i = 0; i < gr.n_f_consts && i < 15; i++) fin[1 + i] = gr.f_consts[i];
     int n_f = ir_block_n_returns(ir_graph_top(gr.f));
     CHECK(run(gr.f, fin, 1 + gr.n_f_consts, fout, n_f) == 0);
-    for (int p = 0; p < 4; p++) {
-      double sum = 0;
-      for (int j = 0; j < 9; j++) sum += core_get_flat(x, p * 9 + j);
-      CHECK_NEAR(core_get_flat(fout[0], p), sum / 9, 1e-12);
-    }
-    kiln_tensor *v = kiln_randn(4, (int64_t[]){2, 2, 1, 1}, KILN_DTYPE_F64, g);
+    for (int p = 0; p < 4; p++)
+      for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+          double sum = 0;
+          for (int h = i; h < i + 2; h++)
+            for (int w = j; w < j + 2; w++) sum += core_get_flat(x, p * 9 + h * 3 + w);
+          CHECK_NEAR(core_get_flat(fout[0], p * 4 + i * 2 + j), sum / 4, 1e-12);
+        }
+    kiln_tensor *v = kiln_randn(4, (int64_t[]){2, 2, 2, 2}, KILN_DTYPE_F64, g);
     kiln_tensor *dfin[16];
     int k = 0;
     for (int i = 0; i < gr.n_vjps; i++) dfin[k++] = v;
@@ -124,7 +129,16 @@ TEST(differentiate_forward_constants_are_inputs) {
     for (int i = 0; i < gr.n_consts; i++) dfin[k++] = gr.consts[i];
     kiln_tensor *dfout[1];
     CHECK(run(gr.df, dfin, k, dfout, 1) == 0);
-    for (int i = 0; i < 36; i++) CHECK_NEAR(core_get_flat(dfout[0], i), core_get_flat(v, i / 9) / 9, 1e-12);
+    for (int p = 0; p < 4; p++)
+      for (int h = 0; h < 3; h++)
+        for (int w = 0; w < 3; w++) {
+          double want = 0;
+          for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++)
+              if (h >= i && h < i + 2 && w >= j && w < j + 2)
+                want += core_get_flat(v, p * 4 + i * 2 + j) / 4;
+          CHECK_NEAR(core_get_flat(dfout[0], p * 9 + h * 3 + w), want, 1e-12);
+        }
     kiln_generator_free(g);
     pass_gradient_free(&gr);
   }
