@@ -396,21 +396,37 @@ int op_max_pool2d_with_indices_infer(const op_val *a, int n, op_meta *o, int m) 
 }
 
 /* Like PyTorch: the window's first in-range element starts the max, and a
- * NaN wins (max propagates NaN). Indices are flat into each H*W plane. */
-#define DEF_MAXPOOL(NAME, T)                                                            \
+ * NaN wins (max propagates NaN). Indices are flat into each H*W plane.
+ * Per output row: rows h0..h1 clipped once; float32 rows at the AVX2 and
+ * AVX-512 levels take pool_max_simd.c's kernel for the columns whose
+ * window lies inside the row, and this loop for the edges. */
+#define DEF_MAXPOOL(NAME, T, VEC)                                                       \
   static void NAME(const T *x, const win_geom *g, T *out, int64_t *idx) {               \
     int64_t HW = g->H * g->W, OHW = g->OH * g->OW;                                      \
     int64_t work = g->C * OHW * g->KH * g->KW;                                          \
+    int64_t span = (g->KW - 1) * g->dw, ow_a = (g->pw + g->sw - 1) / g->sw;             \
+    int64_t ow_b = g->W - 1 - span + g->pw >= 0 ? (g->W - 1 - span + g->pw) / g->sw + 1 \
+                                               : 0;                                     \
+    if (ow_b > g->OW) ow_b = g->OW;                                                     \
+    if (ow_b < ow_a) ow_b = ow_a;                                                       \
+    void (*vec)(const T *, const win_geom *, int64_t, int64_t, int64_t, int64_t, T *,  \
+                int64_t *) = HW < INT32_MAX && (g->sw == 1 || g->sw == 2) ? VEC : NULL; \
+    if (!vec) ow_a = ow_b = g->OW;                                                      \
     _Pragma("omp parallel for schedule(static) if (work >= OP_PARALLEL_MIN)")            \
     for (int64_t p = 0; p < g->C; p++) {                                                \
       const T *xp = x + p * HW;                                                         \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                            \
+      for (int64_t oh = 0; oh < g->OH; oh++) {                                          \
+        int64_t h0 = oh * g->sh - g->ph, h1 = h0 + (g->KH - 1) * g->dh + 1;             \
+        if (h1 > g->H) h1 = g->H;                                                       \
+        while (h0 < 0) h0 += g->dh;                                                     \
+        T *o = out + p * OHW + oh * g->OW;                                              \
+        int64_t *ix = idx + p * OHW + oh * g->OW;                                       \
+        if (vec && ow_a < ow_b) vec(xp, g, h0, h1, ow_a, ow_b, o, ix);                  \
         for (int64_t ow = 0; ow < g->OW; ow++) {                                        \
-          int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;                     \
-          int64_t h1 = h0 + (g->KH - 1) * g->dh + 1, w1 = w0 + (g->KW - 1) * g->dw + 1; \
-          if (h1 > g->H) h1 = g->H;                                                     \
+          if (ow == ow_a) ow = ow_b;                                                    \
+          if (ow >= g->OW) break;                                                       \
+          int64_t w0 = ow * g->sw - g->pw, w1 = w0 + span + 1;                          \
           if (w1 > g->W) w1 = g->W;                                                     \
-          while (h0 < 0) h0 += g->dh;                                                   \
           while (w0 < 0) w0 += g->dw;                                                   \
           int64_t best_i = h0 * g->W + w0;                                              \
           T best = -INFINITY;                                                           \
@@ -422,14 +438,25 @@ int op_max_pool2d_with_indices_infer(const op_val *a, int n, op_meta *o, int m) 
                 best_i = ih * g->W + iw;                                                \
               }                                                                         \
             }                                                                           \
-          out[p * OHW + oh * g->OW + ow] = best;                                        \
-          idx[p * OHW + oh * g->OW + ow] = best_i;                                      \
+          o[ow] = best;                                                                 \
+          ix[ow] = best_i;                                                              \
         }                                                                               \
+      }                                                                                 \
     }                                                                                   \
   }
 
-DEF_MAXPOOL(maxpool_f32, float)
-DEF_MAXPOOL(maxpool_f64, double)
+/* The level's row kernel for float32, NULL at the baseline. */
+static void (*maxpool_row_f32(void))(const float *, const win_geom *, int64_t, int64_t,
+                                     int64_t, int64_t, float *, int64_t *) {
+  switch (core_cpu_level()) {
+  case CORE_CPU_AVX512: return op_maxpool_row_f32_avx512;
+  case CORE_CPU_AVX2: return op_maxpool_row_f32_avx2;
+  default: return NULL;
+  }
+}
+
+DEF_MAXPOOL(maxpool_f32, float, maxpool_row_f32())
+DEF_MAXPOOL(maxpool_f64, double, NULL)
 
 int op_max_pool2d_with_indices_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   win_geom g;

@@ -132,4 +132,15 @@ int op_conv_bwd_data(kiln_dtype dt, const win_geom *g, const char *w, const char
  * the error set. */
 int op_max_pool2d_values(kiln_dtype dt, const win_geom *g, const char *x, char *out);
 
+/* One output row of float32 max_pool2d_with_indices over one plane xp
+ * (H x W, H * W < 2^31, sw 1 or 2): rows h0, h0 + dh, ... < h1 (already
+ * clipped to the input), columns ow_a <= ow < ow_b whose whole window lies
+ * inside the row; writes o[ow] and ix[ow] (flat in the plane) as conv.c's
+ * scalar loop would, bitwise (Note [Vector max pool] in pool_max_simd.c).
+ * Only at the level named (core_cpu_level() at least that); never fail. */
+void op_maxpool_row_f32_avx512(const float *xp, const win_geom *g, int64_t h0, int64_t h1,
+                               int64_t ow_a, int64_t ow_b, float *o, int64_t *ix);
+void op_maxpool_row_f32_avx2(const float *xp, const win_geom *g, int64_t h0, int64_t h1,
+                             int64_t ow_a, int64_t ow_b, float *o, int64_t *ix);
+
 #endif
