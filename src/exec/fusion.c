@@ -494,7 +494,7 @@ typedef struct fused_call {
   int n_bufs;                   /* tile buffers per thread */
   ew_operand ops[64];
   const void *pre[FUSION_MAX_STEPS][EW_MAX_OPERANDS]; /* Note [Scalar tiles] */
-  fusion_native_fn native, native_nt;
+  fusion_native_fn native, native_nt, native_ip;
   op_attrs natt[FUSION_MAX_STEPS];
   bool stream;
   uint64_t reusable; /* inputs whose buffers outputs may take (Note [Fused buffer reuse]) */
@@ -594,6 +594,7 @@ static void choose_kernel(fused_call *c) {
   }
   c->native = kn->native_state == 1 && cc_mode ? exec_fusion_cc_fn(kn->native) : NULL;
   c->native_nt = c->native ? exec_fusion_cc_fn_stream(kn->native) : NULL;
+  c->native_ip = c->native ? exec_fusion_cc_fn_inplace(kn->native) : NULL;
   if (c->native)
     for (int s = 0; s < f->n_steps; s++) c->natt[s] = c->ksteps[s].attrs;
   /* outputs larger than the caches are written with streaming stores */
@@ -757,6 +758,8 @@ static void tile_native(const fused_call *c, int64_t i0, int64_t n, char *inbuf,
   }
   if (!c->stream && !c->aliased) {
     c->native(op_out, np, n, c->natt);
+  } else if (c->aliased && c->native_ip) { /* Note [In-place native loop] in fusion_cc.c */
+    c->native_ip(op_out, np, n, c->natt);
   } else if (c->native_nt && aligned && !c->aliased) {
     c->native_nt(op_out, np, n, c->natt);
   } else { /* through a tile, then stored (streamed, or over an input it reused) */
@@ -816,8 +819,10 @@ static void tile_steps(const fused_call *c, int64_t i0, int64_t n, char *stepbuf
  * inputs and calling the kernel cost about a fifth of the arithmetic
  * chain's time (`perf`: run_tiles 19%, the kernel 57%, at 2 threads); per
  * 16 tiles it is noise. Where an output is written over an input (Note
- * [Fused buffer reuse]) the kernel writes a chunk-sized buffer per output
- * (in L2: 64 KiB of floats), copied out after it. Not when streamed
+ * [Fused buffer reuse]) the kernel's in-place loop writes it directly
+ * (Note [In-place native loop] in fusion_cc.c; a kept kernel file without
+ * that loop writes a chunk-sized buffer per output, in L2: 64 KiB of
+ * floats, copied out after it). Not when streamed
  * outputs would go through a tile buffer otherwise (no streaming variant,
  * or an output not 64-byte aligned). */
 #define NATIVE_CHUNK (16 * EW_TILE)
@@ -846,14 +851,15 @@ static int run_tiles(const fused_call *c) {
     size_t out_slot = NATIVE_CHUNK * 8; /* any output dtype */
 #pragma omp parallel if (c->numel >= OP_PARALLEL_MIN)
     {
-      char *outbuf = c->aliased ? scratch(1, out_slot * (size_t)f->n_out) : NULL;
-      if (c->aliased && !outbuf) {
+      bool buffered = c->aliased && !c->native_ip; /* through a tile buffer */
+      char *outbuf = buffered ? scratch(1, out_slot * (size_t)f->n_out) : NULL;
+      if (buffered && !outbuf) {
 #pragma omp atomic write
         failed = 1;
       }
 #pragma omp for schedule(static)
       for (int64_t ch = 0; ch < n_chunks; ch++) {
-        if (c->aliased && !outbuf) continue;
+        if (buffered && !outbuf) continue;
         int64_t i0 = ch * NATIVE_CHUNK, n = c->numel - i0 < NATIVE_CHUNK ? c->numel - i0 : NATIVE_CHUNK;
         const void *inptr[64];
         for (int i = 0; i < f->n_in; i++)

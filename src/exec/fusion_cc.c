@@ -51,6 +51,7 @@ struct fusion_cc_kernel {
   void *dl;
   int fd; /* the checked library, open while loaded (Note [Kernel files]) */
   fusion_native_fn fn, fn_nt; /* fn_nt: NULL below the AVX2 level (or without the builtins) */
+  fusion_native_fn fn_ip;     /* Note [In-place native loop] */
 };
 
 /* atomic: read and set by any thread (Note [Threads] in include/kiln.h) */
@@ -121,7 +122,7 @@ static void put_body(core_strbuf *b, const fusion_cc_step *steps, int n_steps, c
 /* The loop's external operands, as its parameters (decl) or as the
  * entry's arguments to it: scalars by value, each input's array once. */
 static void put_operand_list(core_strbuf *b, const fusion_cc_step *steps, int n_steps,
-                             const int *first_k, bool decl) {
+                             const int *first_k, bool decl, const char *qual) {
   int k = 0;
   for (int s = 0; s < n_steps; s++)
     for (int a = 0; a < steps[s].src->arity; a++) {
@@ -132,19 +133,22 @@ static void put_operand_list(core_strbuf *b, const fusion_cc_step *steps, int n_
       else if (steps[s].scalar[a])
         put(b, ", ((const %s *)opnd[%d])[0]", T, k);
       else if (first_k[k] == k && decl)
-        put(b, ",\n    const %s *restrict x%d", steps[s].atype[a], k);
+        put(b, ",\n    const %s *%sx%d", steps[s].atype[a], qual, k);
       else if (first_k[k] == k)
         put(b, ", opnd[%d]", k);
       k++;
     }
 }
 
+/* qual: "restrict " (Note [Restrict parameters]), or "" for the in-place
+ * loop, whose outputs may be its inputs' arrays. */
 static void put_loop_head(core_strbuf *b, const char *name, const fusion_cc_step *steps,
-                          int n_steps, const int *out_steps, int n_out, const int *first_k) {
+                          int n_steps, const int *out_steps, int n_out, const int *first_k,
+                          const char *qual) {
   put(b, "__attribute__((noinline)) static void %s(int64_t n, const op_attrs *restrict A", name);
-  put_operand_list(b, steps, n_steps, first_k, true);
+  put_operand_list(b, steps, n_steps, first_k, true, qual);
   for (int o = 0; o < n_out; o++)
-    put(b, ",\n    %s *restrict y%d", steps[out_steps[o]].src->out_type, o);
+    put(b, ",\n    %s *%sy%d", steps[out_steps[o]].src->out_type, qual, o);
   put(b, ") {\n");
   for (int st = 0; st < n_steps; st++) put(b, "  const op_attrs A%d = A[%d];\n", st, st);
   put(b, "  int64_t i = 0;\n");
@@ -157,7 +161,7 @@ static void put_entry(core_strbuf *b, const char *name, const char *loop,
       "void %s(void *const *outs, const void *const *opnd, int64_t n, const op_attrs *A) {\n"
       "  %s(n, A",
       name, loop);
-  put_operand_list(b, steps, n_steps, first_k, false);
+  put_operand_list(b, steps, n_steps, first_k, false, "");
   for (int o = 0; o < n_out; o++) put(b, ", outs[%d]", o);
   put(b, ");\n}\n");
 }
@@ -197,7 +201,7 @@ static void put_nt(core_strbuf *b, int w, const fusion_cc_step *steps, int n_ste
       "typedef float kiln_vsf __attribute__((vector_size(%d)));\n"
       "typedef double kiln_vdf __attribute__((vector_size(%d)));\n",
       vb, vb);
-  put_loop_head(b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k);
+  put_loop_head(b, "kiln_loop_nt", steps, n_steps, out_steps, n_out, first_k, "restrict ");
   put(b, "  for (; i + %d <= n; i += %d) {\n", w, w);
   for (int o = 0; o < n_out; o++)
     put(b, "    %s r%d[%d] __attribute__((aligned(%d)));\n", steps[out_steps[o]].src->out_type, o,
@@ -225,6 +229,37 @@ static void put_nt(core_strbuf *b, int w, const fusion_cc_step *steps, int n_ste
   for (int o = 0; o < n_out; o++) put(b, "      y%d[i] = v%d;\n", o, out_steps[o]);
   put(b, "  }\n}\n");
   put_entry(b, "kiln_fused_nt", "kiln_loop_nt", steps, n_steps, n_out, first_k);
+}
+
+/* Note [In-place native loop]: kiln_fused_ip serves a group whose outputs
+ * took dying inputs' buffers (Note [Fused buffer reuse] in fusion.c), so an
+ * output array may be an input array, always at the same index. The plain
+ * loop's restrict parameters would make that undefined, so this loop has
+ * none, and computes each block of 16 elements into local arrays before it
+ * stores any: every load of a block precedes its stores in the program, a
+ * store never meets a later load of its own address, and gcc still
+ * vectorizes the block (its locals cannot alias the parameters). The tail
+ * computes each element's values before storing them. So in-place groups
+ * write their outputs directly, with plain stores (the lines were just
+ * read), instead of through a tile buffer and a copy. */
+static void put_inplace(core_strbuf *b, const fusion_cc_step *steps, int n_steps,
+                        const int *out_steps, int n_out, const int *first_k) {
+  enum { W = 16 };
+  put_loop_head(b, "kiln_loop_ip", steps, n_steps, out_steps, n_out, first_k, "");
+  put(b, "  for (; i + %d <= n; i += %d) {\n", W, W);
+  for (int o = 0; o < n_out; o++)
+    put(b, "    %s r%d[%d];\n", steps[out_steps[o]].src->out_type, o, W);
+  put(b, "    for (int j = 0; j < %d; j++) {\n", W);
+  put_body(b, steps, n_steps, first_k, "i + j");
+  for (int o = 0; o < n_out; o++) put(b, "      r%d[j] = v%d;\n", o, out_steps[o]);
+  put(b, "    }\n");
+  for (int o = 0; o < n_out; o++)
+    put(b, "    for (int j = 0; j < %d; j++) y%d[i + j] = r%d[j];\n", W, o, o);
+  put(b, "  }\n  for (; i < n; i++) {\n");
+  put_body(b, steps, n_steps, first_k, "i");
+  for (int o = 0; o < n_out; o++) put(b, "      y%d[i] = v%d;\n", o, out_steps[o]);
+  put(b, "  }\n}\n");
+  put_entry(b, "kiln_fused_ip", "kiln_loop_ip", steps, n_steps, n_out, first_k);
 }
 
 char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int *out_steps, int n_out) {
@@ -255,12 +290,13 @@ char *exec_fusion_cc_source(const fusion_cc_step *steps, int n_steps, const int 
         }
     }
   /* kiln_fused: plain stores */
-  put_loop_head(&b, "kiln_loop", steps, n_steps, out_steps, n_out, first_k);
+  put_loop_head(&b, "kiln_loop", steps, n_steps, out_steps, n_out, first_k, "restrict ");
   put(&b, "  for (; i < n; i++) {\n");
   put_body(&b, steps, n_steps, first_k, "i");
   for (int o = 0; o < n_out; o++) put(&b, "      y%d[i] = v%d;\n", o, out_steps[o]);
   put(&b, "  }\n}\n");
   put_entry(&b, "kiln_fused", "kiln_loop", steps, n_steps, n_out, first_k);
+  put_inplace(&b, steps, n_steps, out_steps, n_out, first_k);
   /* kiln_fused_nt: streaming stores of whole blocks (outputs float or
    * double, 64-byte aligned), Note [Streaming stores] in fusion.c: 64-byte
    * stores of 16-element blocks with AVX-512, else 32-byte stores of
@@ -571,6 +607,8 @@ static fusion_cc_kernel *load_fd(int fd, const char *path, uint64_t id) {
   memcpy(&k->fn, &sym, sizeof sym); /* object to function pointer (POSIX) */
   void *nt = dlsym(dl, "kiln_fused_nt");
   if (nt) memcpy(&k->fn_nt, &nt, sizeof nt);
+  void *ip = dlsym(dl, "kiln_fused_ip");
+  if (ip) memcpy(&k->fn_ip, &ip, sizeof ip);
   return k;
 }
 
@@ -688,6 +726,7 @@ out:
 
 fusion_native_fn exec_fusion_cc_fn(const fusion_cc_kernel *k) { return k ? k->fn : NULL; }
 fusion_native_fn exec_fusion_cc_fn_stream(const fusion_cc_kernel *k) { return k ? k->fn_nt : NULL; }
+fusion_native_fn exec_fusion_cc_fn_inplace(const fusion_cc_kernel *k) { return k ? k->fn_ip : NULL; }
 
 void exec_fusion_cc_free(fusion_cc_kernel *k) {
   if (!k) return;

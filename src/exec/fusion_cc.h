@@ -57,6 +57,10 @@ fusion_native_fn exec_fusion_cc_fn(const fusion_cc_kernel *k);
  * blocks; outputs must be 64-byte aligned. NULL without AVX-512, or when
  * an output is not float or double. */
 fusion_native_fn exec_fusion_cc_fn_stream(const fusion_cc_kernel *k);
+/* The same values, for outputs that may be the inputs' own arrays (at the
+ * same index: Note [In-place native loop] in fusion_cc.c); plain stores.
+ * NULL for a kernel file without it. */
+fusion_native_fn exec_fusion_cc_fn_inplace(const fusion_cc_kernel *k);
 void exec_fusion_cc_free(fusion_cc_kernel *k);
 
 /* Native kernels: 0 never, 1 for a kernel once its runs have covered
