@@ -92,10 +92,11 @@ int op_conv_wgrad_avx512(const win_geom *g, const float *x, const float *go, flo
 bool op_conv_offsets_fit(const win_geom *g, int64_t nr);
 
 /* rows[p][k] (rows kp >= K apart, zero from K to kp) = the receptive field
- * of position p < P of one group's input x (images xs elements apart):
- * x[c, ih, iw] at k = (c, ki, kj), 0 in the padding (conv_implicit.c). */
-void op_conv_gather_rows(const win_geom *g, const float *x, int64_t xs, int64_t P, int64_t K,
-                         float *rows, int64_t kp);
+ * of position p in [p0, p1) of one group's input x (images xs elements
+ * apart): x[c, ih, iw] at k = (c, ki, kj), 0 in the padding; rows are
+ * independent, so threads may gather disjoint ranges (conv_implicit.c). */
+void op_conv_gather_rows(const win_geom *g, const float *x, int64_t xs, int64_t p0, int64_t p1,
+                         int64_t K, float *rows, int64_t kp);
 
 /* Whether op_conv_forward_ep may take op_conv_forward_avx512 or _avx2 (true); a
  * test hook, so tests compare it with conv_gemm.c's path. */

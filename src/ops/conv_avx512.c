@@ -426,10 +426,18 @@ static int run_dot(const conv_job *j, int nt) {
   size_t nbytes = 0, need = (size_t)(j->P * kp) * sizeof(float);
   float *rows = core_block_alloc(need, &nbytes);
   if (!rows) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for %zu bytes", need);
-  op_conv_gather_rows(j->g, j->x, j->xs, j->P, j->K, rows, kp);
   int64_t nq = (j->P + 3) / 4, no = (j->Og + 3) / 4;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t t = 0; t < no * nq; t++) dot_tile(j, rows, kp, t / nq * 4, t % nq * 4);
+  /* one team: each thread gathers a share of the rows (serial, this was
+   * ~2% of resnet18's batch-1 inference with the other thread idle), then,
+   * after the barrier that ends the first loop, a share of the tiles */
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < j->P; p++)
+      op_conv_gather_rows(j->g, j->x, j->xs, p, p + 1, j->K, rows, kp);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < no * nq; t++) dot_tile(j, rows, kp, t / nq * 4, t % nq * 4);
+  }
   core_block_free(rows, nbytes);
   return 0;
 }

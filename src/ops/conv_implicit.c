@@ -14,11 +14,11 @@ bool op_conv_offsets_fit(const win_geom *g, int64_t nr) {
          g->KH * g->dh <= INT32_MAX / 4 / g->W && g->KW * g->dw <= INT32_MAX / 4;
 }
 
-void op_conv_gather_rows(const win_geom *g, const float *x, int64_t xs, int64_t P, int64_t K,
-                         float *rows, int64_t kp) {
+void op_conv_gather_rows(const win_geom *g, const float *x, int64_t xs, int64_t p0, int64_t p1,
+                         int64_t K, float *rows, int64_t kp) {
   int64_t KK = g->KH * g->KW, HW = g->H * g->W, L = g->OH * g->OW;
   int32_t off[64];
-  for (int64_t p = 0; p < P; p++) {
+  for (int64_t p = p0; p < p1; p++) {
     int64_t n = p / L, q = p % L, oh = q / g->OW, ow = q % g->OW;
     float *r = rows + p * kp;
     const float *xn = x + n * xs;

@@ -182,6 +182,38 @@ TEST(conv_bn_eval_kernel_refuses_mismatched_statistics) {
   kiln_scope_end();
 }
 
+/* The float32 kernel reads its per-channel vectors (conv bias, batch norm
+ * weight, running statistics) through their strides: every other element
+ * of [8] tensors, no batch norm bias; against the formula by hand. */
+TEST(conv_bn_eval_kernel_strided_channel_vectors) {
+  kiln_scope_begin();
+  int64_t one[2] = {1, 1}, zero[2] = {0, 0}, n8[1] = {8};
+  const float bv[8] = {0.5f, 9, -1, 9, 2, 9, 0, 9}, wv[8] = {2, 9, 1, 9, -3, 9, 0.5f, 9},
+              mv[8] = {1, 9, 0, 9, -2, 9, 3, 9}, vv[8] = {3, 9, 0.25f, 9, 1, 9, 8, 9};
+  kiln_tensor *x = kiln_ones(4, (int64_t[]){1, 2, 3, 3}, KILN_DTYPE_F32);
+  kiln_tensor *w = kiln_ones(4, (int64_t[]){4, 2, 1, 1}, KILN_DTYPE_F32);
+  kiln_tensor *v[4];
+  const float *src[4] = {bv, wv, mv, vv};
+  for (int i = 0; i < 4; i++)
+    v[i] = kiln_slice(kiln_from_data(src[i], 1, n8, KILN_DTYPE_F32), 0, 0, 8, 2);
+  CHECK(v[0] && v[0]->strides[0] == 2 && v[3] && v[3]->shape[0] == 4);
+  double eps = 1e-5;
+  op_val a[14] = {OPV_T(x),  OPV_T(w),  OPV_T(v[0]), OPV_INTS(one, 2), OPV_INTS(zero, 2),
+                  OPV_INTS(one, 2), OPV_I(1), OPV_T(v[1]), OPV_NONE, OPV_T(v[2]),
+                  OPV_T(v[3]), OPV_F(eps), OPV_NONE, OPV_B(true)};
+  kiln_tensor *y = op_call1(KILN_OP_CONV_BN_EVAL_KERNEL, a, 14);
+  CHECK_MSG(y && kiln_tensor_numel(y) == 36, "%s", y ? "" : kiln_last_error());
+  for (int c = 0; y && c < 4; c++) {
+    /* x * w sums two ones per position */
+    double want = (2.0 + bv[2 * c] - mv[2 * c]) / sqrt(vv[2 * c] + eps) * wv[2 * c];
+    want = want < 0 ? 0 : want;
+    for (int p = 0; p < 9; p++)
+      CHECK_MSG(fabs(core_get_flat(y, c * 9 + p) - want) <= 1e-6 * (1 + fabs(want)),
+                "channel %d position %d: %g, want %g", c, p, core_get_flat(y, c * 9 + p), want);
+  }
+  kiln_scope_end();
+}
+
 OP_SAMPLE(CONV_BN_EVAL, residual_relu) {
   int64_t cs[1] = {3};
   s->ints[0][0] = s->ints[0][1] = 1;
