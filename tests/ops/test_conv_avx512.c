@@ -5,8 +5,8 @@
  * relu), and against conv_gemm.c's path: the dot-product path (few
  * positions), row loads and gathers, outputs stored whole and scattered
  * across images, channel counts off the 8- and 6-row tiles, blocks past
- * one, groups, one thread against two (bitwise), and the two levels
- * against each other (bitwise). Each level is skipped where the CPU lacks it. */
+ * one, blocks shared between threads by units, groups, one thread against
+ * two (bitwise), and the two levels against each other (bitwise). Each level is skipped where the CPU lacks it. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -31,6 +31,10 @@ static const imp_case cases[] = {
     {2, 1, 90, 80, 8, 1, 1, 1, 1, 0, 0, 1, 1, 1, false, true, false, false}, /* K 1, many blocks */
     {2, 12, 9, 9, 12, 3, 3, 1, 1, 2, 2, 2, 2, 3, false, true, true, true},   /* groups, dilation */
     {3, 32, 8, 8, 40, 1, 1, 2, 2, 0, 0, 1, 1, 1, true, true, true, true},    /* 1x1 stride 2 */
+    /* K 576: 3 blocks at AVX-512 (5 at AVX2) of 529 positions, shared by
+     * units, so a thread's blocks start mid-way (Note [Balanced position
+     * blocks]) */
+    {1, 64, 23, 23, 19, 3, 3, 1, 1, 1, 1, 1, 1, 1, true, true, true, true},
 };
 
 static int64_t osz(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
