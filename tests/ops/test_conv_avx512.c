@@ -6,7 +6,8 @@
  * positions), row loads and gathers, outputs stored whole and scattered
  * across images, channel counts off the 8- and 6-row tiles, blocks past
  * one, blocks shared between threads by units, groups, one thread against
- * two (bitwise), and the two levels against each other (bitwise). Each level is skipped where the CPU lacks it. */
+ * two (bitwise), and the two levels against each other (bitwise). Each
+ * level is skipped where the CPU lacks it. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
