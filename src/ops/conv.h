@@ -144,4 +144,25 @@ void op_maxpool_row_f32_avx512(const float *xp, const win_geom *g, int64_t h0, i
 void op_maxpool_row_f32_avx2(const float *xp, const win_geom *g, int64_t h0, int64_t h1,
                              int64_t ow_a, int64_t ow_b, float *o, int64_t *ix);
 
+/* Note [Balanced position blocks] (conv_avx512.c): thread t of n takes
+ * the nr-wide position units [U t / n, U (t+1) / n) of the U = ceil(P / nr)
+ * units of P positions, cut into nb near-equal blocks of at most nc (a
+ * multiple of nr); block i of that share is positions [p0, p0 + np). */
+typedef struct conv_share {
+  int64_t u0, r, nb; /* the share's first unit, its units, its blocks */
+} conv_share;
+
+static inline conv_share op_conv_share(int64_t P, int64_t nr, int64_t nc, int t, int n) {
+  int64_t U = (P + nr - 1) / nr, u0 = U * t / n, r = U * (t + 1) / n - u0, ub = nc / nr;
+  conv_share s = {.u0 = u0, .r = r, .nb = (r + ub - 1) / ub};
+  return s;
+}
+
+static inline void op_conv_share_block(const conv_share *s, int64_t P, int64_t nr, int64_t i,
+                                       int64_t *p0, int64_t *np) {
+  int64_t a = (s->u0 + s->r * i / s->nb) * nr, b = (s->u0 + s->r * (i + 1) / s->nb) * nr;
+  *p0 = a;
+  *np = (b < P ? b : P) - a;
+}
+
 #endif

@@ -395,13 +395,12 @@ static int run_gemm(const conv_job *j, int nt) {
       failed = 1;
     }
     if (split == 1) { /* Note [Balanced position blocks] */
-      int t = omp_get_thread_num(), n = omp_get_num_threads();
-      int64_t U = (j->P + NR - 1) / NR, u0 = U * t / n, r = U * (t + 1) / n - u0;
-      int64_t ub = nc / NR, nb = (r + ub - 1) / ub;
-      for (int64_t i = 0; mem && i < nb; i++) {
+      conv_share sh = op_conv_share(j->P, NR, nc, omp_get_thread_num(), omp_get_num_threads());
+      for (int64_t i = 0; mem && i < sh.nb; i++) {
         core_poll(); /* Note [Kernel poll] */
-        int64_t p0 = (u0 + r * i / nb) * NR, p1 = (u0 + r * (i + 1) / nb) * NR;
-        block_tables(j, &b, p0, (p1 < j->P ? p1 : j->P) - p0);
+        int64_t p0, np;
+        op_conv_share_block(&sh, j->P, NR, i, &p0, &np);
+        block_tables(j, &b, p0, np);
         pack_block(j, &b);
         block_rows(j, &b, 0, j->Og);
       }
