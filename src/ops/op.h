@@ -477,6 +477,9 @@ op_pack_entry *op_pack_get(const float *B, int64_t ldb, bool tb, int64_t jc, int
 void op_pack_put(op_pack_entry *e);
 /* Lookups that hit so far, and the entries held now (for tests). */
 void op_pack_stats(long *n_hits, int *n_entries);
+/* The panels allocated so far rather than taken from the recycling pool,
+ * and the bytes the pool holds now (Note [Packed B cache]). */
+void op_pack_pool_stats(long *n_fresh, size_t *pooled_bytes);
 
 /* The addend of a GEMM, C = alpha op(A) op(B) + beta D: D[i, j] is at
  * data + (i * rs + j * cs) elements (a 0 stride broadcasts, as addmm's

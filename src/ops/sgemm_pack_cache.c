@@ -37,7 +37,7 @@
 
 #include "op.h"
 
-enum { CACHE_ENTRIES = 64, SEEN = 128 };
+enum { CACHE_ENTRIES = 64, SEEN = 128, POOL = 32, POOL_AGE = 16 };
 #define CACHE_BYTES ((size_t)64 << 20)
 
 typedef struct pack_key {
@@ -52,7 +52,7 @@ typedef struct pack_key {
 struct op_pack_entry {
   pack_key key;
   float *panels;
-  size_t nbytes;
+  size_t nbytes, cap; /* bytes used; bytes the buffer holds (>= nbytes) */
   int pins;
   bool ready;
   uint64_t used; /* LRU clock */
@@ -66,6 +66,16 @@ static long hits; /* lookups that found filled panels (op_pack_stats) */
 static uint64_t seen[SEEN];
 static int seen_next;
 static _Atomic uint64_t next_epoch = 1; /* atomic: Note [Threads] in kiln.h */
+
+/* Freed panels kept for reuse (Recycling above); under the lock. */
+static struct {
+  float *p;
+  size_t cap;
+  uint64_t stamp; /* scope_ends when pooled */
+} pool[POOL];
+static size_t pooled;       /* bytes in the pool */
+static uint64_t scope_ends; /* outermost scope ends so far */
+static long fresh;          /* panels allocated, not taken from the pool */
 
 static _Thread_local int scope_depth;
 static _Thread_local uint64_t scope_epoch;
@@ -84,9 +94,47 @@ void op_pack_scope_begin(void) {
   scope_epoch = on ? atomic_fetch_add_explicit(&next_epoch, 1, memory_order_relaxed) : 0;
 }
 
+/* Puts panels of cap bytes in the pool, or frees them if it is full. */
+static void pool_put(float *p, size_t cap) {
+  for (int i = 0; i < POOL && pooled + cap <= CACHE_BYTES; i++)
+    if (!pool[i].p) {
+      pool[i].p = p, pool[i].cap = cap, pool[i].stamp = scope_ends;
+      pooled += cap;
+      return;
+    }
+  core_free_aligned(p);
+}
+
+/* The smallest pooled buffer of nbytes to 2 * nbytes (so a small entry
+ * never pins a large buffer), removed from the pool, its size in *cap;
+ * NULL if none. */
+static float *pool_take(size_t nbytes, size_t *cap) {
+  int best = -1;
+  for (int i = 0; i < POOL; i++)
+    if (pool[i].p && pool[i].cap >= nbytes && pool[i].cap / 2 <= nbytes &&
+        (best < 0 || pool[i].cap < pool[best].cap))
+      best = i;
+  if (best < 0) return NULL;
+  float *p = pool[best].p;
+  *cap = pool[best].cap;
+  pooled -= pool[best].cap;
+  pool[best].p = NULL;
+  return p;
+}
+
+/* Frees the pooled buffers older than age scope ends (all if age 0). */
+static void pool_trim(uint64_t age) {
+  for (int i = 0; i < POOL; i++)
+    if (pool[i].p && (!age || scope_ends - pool[i].stamp >= age)) {
+      core_free_aligned(pool[i].p);
+      pooled -= pool[i].cap;
+      pool[i].p = NULL;
+    }
+}
+
 static void entry_free(int i) {
   held -= entries[i]->nbytes;
-  core_free_aligned(entries[i]->panels);
+  pool_put(entries[i]->panels, entries[i]->cap);
   core_free(entries[i]);
   entries[i] = NULL;
 }
@@ -94,8 +142,10 @@ static void entry_free(int i) {
 void op_pack_scope_end(void) {
   if (scope_depth == 0 || --scope_depth > 0) return;
   pthread_mutex_lock(&lock);
+  scope_ends++; /* first: the panels this end pools are stamped with it */
   for (int i = 0; i < CACHE_ENTRIES; i++)
     if (entries[i] && entries[i]->key.epoch == scope_epoch && !entries[i]->pins) entry_free(i);
+  pool_trim(POOL_AGE);
   pthread_mutex_unlock(&lock);
   scope_epoch = 0;
 }
@@ -182,14 +232,17 @@ op_pack_entry *op_pack_get(const float *B, int64_t ldb, bool tb, int64_t jc, int
     } else {
       size_t nbytes = n * sizeof(float);
       int slot = make_room(nbytes, k.epoch);
-      float *p = slot >= 0 ? core_alloc_aligned(nbytes) : NULL;
+      size_t cap = nbytes;
+      float *p = slot >= 0 ? pool_take(nbytes, &cap) : NULL;
+      if (slot >= 0 && !p && (p = core_alloc_aligned(nbytes))) fresh++;
       e = p ? core_calloc(1, sizeof *e) : NULL;
       if (!e) {
-        core_free_aligned(p);
+        if (p) pool_put(p, cap);
       } else {
         e->key = k;
         e->panels = p;
         e->nbytes = nbytes;
+        e->cap = cap;
         entries[slot] = e;
         held += nbytes;
       }
@@ -220,10 +273,18 @@ void op_pack_stats(long *n_hits, int *n_entries) {
   pthread_mutex_unlock(&lock);
 }
 
+void op_pack_pool_stats(long *n_fresh, size_t *pooled_bytes) {
+  pthread_mutex_lock(&lock);
+  *n_fresh = fresh;
+  *pooled_bytes = pooled;
+  pthread_mutex_unlock(&lock);
+}
+
 static void release_all(void) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < CACHE_ENTRIES; i++)
     if (entries[i] && !entries[i]->pins) entry_free(i);
+  pool_trim(0);
   pthread_mutex_unlock(&lock);
 }
 

@@ -79,3 +79,49 @@ static void run_layout(bool transposed) {
 
 TEST(pack_cache_h_wt_hits_and_matches) { run_layout(true); }
 TEST(pack_cache_g_w_hits_and_matches) { run_layout(false); }
+
+/* Recycling (Note [Packed B cache]): a second scope making the same
+ * products takes its panels from the pool, allocating none, and gives the
+ * same bits though the reused buffers still hold the first scope's panels
+ * of another weight; POOL_AGE (16) idle scope ends give the pool back. */
+TEST(pack_cache_recycles_panels_across_scopes) {
+  if (core_cpu_level() < CORE_CPU_AVX2) return; /* OpenBLAS's GEMM: nothing packed */
+  kiln_generator *g = kiln_generator_new(23);
+  const int64_t sw[2] = {1024, 256}, sh[2] = {32, 256};
+  kiln_scope_begin();
+  kiln_tensor *w1 = kiln_randn(2, sw, KILN_DTYPE_F32, g), *w2 = kiln_randn(2, sw, KILN_DTYPE_F32, g);
+  kiln_tensor *h = kiln_randn(2, sh, KILN_DTYPE_F32, g);
+  kiln_tensor *b1 = kiln_t(w1), *b2 = kiln_t(w2);
+  kiln_tensor *want = plain(h, b2), *got[3];
+  long fresh0, fresh1, fresh2, hits0, hits1;
+  size_t pooled;
+  int n_entries;
+  op_pack_scope_begin();
+  for (int r = 0; r < 3; r++) kiln_mm(h, b1);
+  op_pack_scope_end();
+  op_pack_pool_stats(&fresh0, &pooled);
+  CHECK_MSG(pooled > 0, "the scope's panels should be pooled: %zu bytes", pooled);
+  op_pack_stats(&hits0, &n_entries);
+  op_pack_scope_begin();
+  for (int r = 0; r < 3; r++) got[r] = kiln_mm(h, b2);
+  op_pack_pool_stats(&fresh1, &pooled);
+  op_pack_stats(&hits1, &n_entries);
+  op_pack_scope_end();
+  CHECK_MSG(fresh1 == fresh0, "%ld panels allocated, not recycled", fresh1 - fresh0);
+  CHECK_MSG(hits1 - hits0 >= 1, "the reused panels should still hit: %ld", hits1 - hits0);
+  for (int r = 0; r < 3; r++) CHECK_MSG(same_bits(got[r], want), "product %d differs", r);
+  for (int64_t i = 0; i < 32; i += 5)
+    for (int64_t j = 0; j < 1024; j += 41) CHECK_NEAR(core_get_flat(got[2], i * 1024 + j), ref(h, b2, i, j), 1e-3);
+  for (int r = 0; r < 15; r++) {
+    op_pack_scope_begin();
+    op_pack_scope_end();
+  }
+  op_pack_pool_stats(&fresh2, &pooled);
+  CHECK_MSG(pooled > 0, "15 idle scope ends should keep the pool: %zu bytes", pooled);
+  op_pack_scope_begin();
+  op_pack_scope_end();
+  op_pack_pool_stats(&fresh2, &pooled);
+  CHECK_EQ_INT((long)pooled, 0);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
