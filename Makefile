@@ -192,11 +192,12 @@ bench: $(BUILD)/bench_kiln $(if $(filter 1,$(MPI)),$(BUILD)/kiln)
 
 # kiln and PyTorch 1.13 (bench/torch_anchor.py) side by side, each in fresh
 # processes with the same thread count and environment; THREADS="1 2"
-# (default) measures both, FILTER=SUBSTR runs some workloads.
+# (default) measures both, FILTER=SUBSTR runs some workloads, ROUNDS=R
+# measures R times alternating and reports each workload's best round.
 bench-compare: $(BUILD)/bench_kiln
 	/usr/bin/python3 scripts/bench_models.py $(BUILD)/bench-models
 	KILN_BENCH_MODELS=$(BUILD)/bench-models /usr/bin/python3 scripts/bench_compare.py --kiln ./$(BUILD)/bench_kiln \
-	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER))
+	  --threads "$(or $(THREADS),1 2)" $(if $(FILTER),--filter $(FILTER)) $(if $(ROUNDS),--rounds $(ROUNDS))
 
 # Fuzzing (libFuzzer, clang): each target of fuzz/ runs FUZZ_TIME seconds
 # (default 60) from its seeds; new inputs collect in build-fuzz/corpus/, a

@@ -5,7 +5,7 @@
     /usr/bin/python3 scripts/bench_compare.py [--kiln build/bench_kiln]
         [--threads "1 2"] [--filter SUBSTR] [--runs N] [--min-time S]
         [--kiln-wait-policy unset|passive|active] [--torch-wait-policy ...]
-        [--no-torch] [--same-process] [--save FILE.json]
+        [--no-torch] [--same-process] [--rounds R] [--save FILE.json]
 
 For each thread count N it runs every workload of `bench_kiln --json
 --threads N` and of `/usr/bin/python3 bench/torch_anchor.py --json --threads
@@ -15,6 +15,12 @@ count (kiln, torch, and kiln's time relative to torch's: below 1 means kiln
 is faster; rates such as GB/s are inverted so that the column always reads
 as time), the issue's targets with PASS/FAIL, and, with several thread
 counts, kiln's scaling from the first to the last.
+
+--rounds R (default 1) measures everything R times, kiln's programs and
+PyTorch's alternating round by round, and reports for each workload its
+best round (the lowest median: the round least disturbed by other
+processes on a shared machine) with the range of its R medians in the
+note column, so a ratio is not one round's luck against the other side's.
 
 Environment (Note [Bench threads] in bench/bench_main.c): both processes
 get OMP_NUM_THREADS=N and OPENBLAS_NUM_THREADS=N and also set the counts
@@ -79,6 +85,30 @@ def list_workloads(cmd, filt):
     return [n for n in names if not filt or filt in n]
 
 
+def best_rounds(rounds):
+    """{name: result} over several rounds' {name: result}: each name's best
+    round (lowest as_time), with every round's median in "round_medians"
+    when there was more than one."""
+    out = {}
+    for r in rounds:
+        for name, d in r.items():
+            if name not in out or as_time(d) < as_time(out[name]):
+                best = dict(d)
+                best["round_medians"] = out.get(name, {}).get("round_medians", [])
+                out[name] = best
+            out[name]["round_medians"].append(d["median"])
+    if len(rounds) < 2:
+        for d in out.values():
+            d.pop("round_medians", None)
+    return out
+
+
+def spread(r):
+    """'lo-hi' of a result's round medians, or '' for one round."""
+    m = r.get("round_medians") if r else None
+    return "%s-%s" % (fmt(min(m)), fmt(max(m))) if m and len(m) > 1 else ""
+
+
 def is_rate(unit):
     return unit.endswith("/s")
 
@@ -102,10 +132,14 @@ def table(kiln, torch, threads):
         unit = (k or t)["unit"]
         ratio = as_time(k) / as_time(t) if k and t else None
         flag = "contended" if (k and k.get("contended")) or (t and t.get("contended")) else ""
+        if spread(k) or spread(t):
+            flag = ("rounds kiln %s torch %s %s" % (spread(k) or "-", spread(t) or "-", flag)).rstrip()
         rows.append((name if k else "torch_" + name, unit, fmt(k and k["median"]),
                      fmt(t and t["median"]), fmt(ratio), flag))
-    print("\n## %d thread%s (medians; kiln/torch < 1: kiln faster; contended: a repetition "
-          "ran while other processes used the CPU)\n" % (threads, "" if threads == 1 else "s"))
+    rounds = any(spread(r) for r in list(kiln.values()) + list(torch.values()))
+    print("\n## %d thread%s (medians%s; kiln/torch < 1: kiln faster; contended: a repetition "
+          "ran while other processes used the CPU)\n" % (threads, "" if threads == 1 else "s",
+                                                         ", each the best round's" if rounds else ""))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, r in enumerate(rows):
         print("  ".join(c.ljust(w) if j in (0, 1, 5) else c.rjust(w)
@@ -230,8 +264,13 @@ def main():
                     help="run all workloads of one program in one process (faster, but "
                          "earlier workloads then change later ones: torch's lazy MLP step "
                          "goes from 4 to 12 ms after the other lazy workloads)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="measure R times, kiln and torch alternating; report each "
+                         "workload's best round and the range")
     ap.add_argument("--save", help="write every result as JSON to this file")
     opts = ap.parse_args()
+    if opts.rounds < 1:
+        ap.error("--rounds wants a positive count")
     counts = [int(x) for x in opts.threads.replace(",", " ").split()]
     if not counts or min(counts) < 1:
         ap.error("--threads wants positive thread counts")
@@ -260,11 +299,12 @@ def main():
 
     results = {}
     for n in counts:
-        kiln = measure(kiln_cmd, n, opts.kiln_wait_policy, "kiln")
-        torch = {}
-        if not opts.no_torch:
-            torch = measure(torch_cmd, n, opts.torch_wait_policy, "torch")
-        results[n] = {"kiln": kiln, "torch": torch}
+        kiln_rounds, torch_rounds = [], []
+        for _ in range(opts.rounds):
+            kiln_rounds.append(measure(kiln_cmd, n, opts.kiln_wait_policy, "kiln"))
+            if not opts.no_torch:
+                torch_rounds.append(measure(torch_cmd, n, opts.torch_wait_policy, "torch"))
+        results[n] = {"kiln": best_rounds(kiln_rounds), "torch": best_rounds(torch_rounds)}
     print("# kiln vs PyTorch 1.13 (OMP_NUM_THREADS = OPENBLAS_NUM_THREADS = threads; "
           "OMP_WAIT_POLICY: kiln %s, torch %s)" % (opts.kiln_wait_policy, opts.torch_wait_policy))
     for n in counts:

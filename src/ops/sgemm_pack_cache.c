@@ -133,7 +133,7 @@ static void pool_trim(uint64_t age) {
 }
 
 static void entry_free(int i) {
-  held -= entries[i]->nbytes;
+  held -= entries[i]->cap;
   pool_put(entries[i]->panels, entries[i]->cap);
   core_free(entries[i]);
   entries[i] = NULL;
@@ -231,10 +231,15 @@ op_pack_entry *op_pack_get(const float *B, int64_t ldb, bool tb, int64_t jc, int
       seen_next = (seen_next + 1) % SEEN;
     } else {
       size_t nbytes = n * sizeof(float);
-      int slot = make_room(nbytes, k.epoch);
       size_t cap = nbytes;
-      float *p = slot >= 0 ? pool_take(nbytes, &cap) : NULL;
-      if (slot >= 0 && !p && (p = core_alloc_aligned(nbytes))) fresh++;
+      float *p = pool_take(nbytes, &cap);
+      int slot = make_room(cap, k.epoch);
+      if (slot < 0) {
+        if (p) pool_put(p, cap);
+        p = NULL;
+      } else if (!p && (p = core_alloc_aligned(nbytes))) {
+        fresh++;
+      }
       e = p ? core_calloc(1, sizeof *e) : NULL;
       if (!e) {
         if (p) pool_put(p, cap);
@@ -244,7 +249,7 @@ op_pack_entry *op_pack_get(const float *B, int64_t ldb, bool tb, int64_t jc, int
         e->nbytes = nbytes;
         e->cap = cap;
         entries[slot] = e;
-        held += nbytes;
+        held += cap;
       }
     }
   }
