@@ -83,7 +83,8 @@ TEST(pack_cache_g_w_hits_and_matches) { run_layout(false); }
 /* Recycling (Note [Packed B cache]): a second scope making the same
  * products takes its panels from the pool, allocating none, and gives the
  * same bits though the reused buffers still hold the first scope's panels
- * of another weight; POOL_AGE (16) idle scope ends give the pool back. */
+ * of another weight, as does a smaller weight with edge panels in the
+ * larger buffers; POOL_AGE (16) idle scope ends give the pool back. */
 TEST(pack_cache_recycles_panels_across_scopes) {
   if (core_cpu_level() < CORE_CPU_AVX2) return; /* OpenBLAS's GEMM: nothing packed */
   kiln_generator *g = kiln_generator_new(23);
@@ -112,6 +113,19 @@ TEST(pack_cache_recycles_panels_across_scopes) {
   for (int r = 0; r < 3; r++) CHECK_MSG(same_bits(got[r], want), "product %d differs", r);
   for (int64_t i = 0; i < 32; i += 5)
     for (int64_t j = 0; j < 1024; j += 41) CHECK_NEAR(core_get_flat(got[2], i * 1024 + j), ref(h, b2, i, j), 1e-3);
+  /* a smaller weight (N = 1000, K = 250: edge panels, zero padding) takes
+   * the larger pooled buffers; its products are still exact */
+  const int64_t sw3[2] = {1000, 250}, sh3[2] = {32, 250};
+  kiln_tensor *w3 = kiln_randn(2, sw3, KILN_DTYPE_F32, g), *h3 = kiln_randn(2, sh3, KILN_DTYPE_F32, g);
+  kiln_tensor *b3 = kiln_t(w3), *want3 = plain(h3, b3), *got3 = NULL;
+  op_pack_scope_begin();
+  for (int r = 0; r < 3; r++) got3 = kiln_mm(h3, b3);
+  op_pack_pool_stats(&fresh1, &pooled);
+  op_pack_scope_end();
+  CHECK_MSG(fresh1 == fresh0, "%ld panels allocated for the smaller weight", fresh1 - fresh0);
+  CHECK(same_bits(got3, want3));
+  for (int64_t i = 0; i < 32; i += 5)
+    for (int64_t j = 0; j < 1000; j += 37) CHECK_NEAR(core_get_flat(got3, i * 1000 + j), ref(h3, b3, i, j), 1e-3);
   for (int r = 0; r < 15; r++) {
     op_pack_scope_begin();
     op_pack_scope_end();
