@@ -47,6 +47,19 @@ int op_conv_forward_ep(kiln_dtype dt, const win_geom *g, const char *x, const ch
 int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out);
 
+/* op_conv_forward_avx512 for 3x3 stride-1 kernels by Winograd's F(2x2,
+ * 3x3) (Note [Winograd F(2x2,3x3)] in conv_winograd.c): same layouts and
+ * epilogue, outputs within float32 rounding of the direct conv's. Returns
+ * 1 when it computed out, 0 when it does not apply (another level or
+ * geometry, too few tiles to save multiplies, op_conv_winograd or
+ * op_conv_implicit false), or KILN_ERR_NOMEM (error set; out unspecified). */
+int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
+                            const conv_epilogue *ep, float *out);
+
+/* Whether op_conv_forward_avx512 may take op_conv_winograd_avx512 (true);
+ * a test hook, so tests compare it with the direct tiles bitwise. */
+extern bool op_conv_winograd;
+
 /* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
  * conv_avx2.c; bitwise the AVX-512 kernel's outputs): returns 1
  * when it computed out, 0 when it does not apply (another CPU level, an

@@ -51,7 +51,9 @@
  * 6.4/6.1 ms; at b16 the tiles are now 74% of the time and run near the
  * FMA peak, packing 10%. Taken only at the AVX-512 level, for float32,
  * and while every element offset fits in int32 (the gathers' indices);
- * else op_conv_forward_ep runs conv_gemm.c's path. */
+ * else op_conv_forward_ep runs conv_gemm.c's path. A 3x3 stride-1 conv
+ * with enough tiles goes to conv_winograd.c first (Note [Winograd
+ * F(2x2,3x3)]). */
 #include <immintrin.h>
 #include <limits.h>
 #include <omp.h>
@@ -65,6 +67,8 @@
 #pragma GCC target("avx512f,avx512bw,avx512cd,avx512dq,avx512vl",                        \
                   "avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt") /* CORE_TARGET_AVX512 */
 #endif
+
+#include "simd512.h"
 
 bool op_conv_implicit = true;
 
@@ -504,6 +508,8 @@ static int run_gemm(const conv_job *j, int nt) {
 int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
                            const conv_epilogue *ep, float *out) {
   if (core_cpu_level() != CORE_CPU_AVX512) return 0;
+  int wr = op_conv_winograd_avx512(g, x, w, ep, out); /* Note [Winograd F(2x2,3x3)] */
+  if (wr != 0) return wr;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W;
   if (!op_conv_offsets_fit(g, NR)) return 0;
@@ -554,30 +560,6 @@ int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const floa
  * any thread count. */
 enum { WB_P = 128 };
 
-/* r[i][l] -> r[l][i] for 16 vectors of 16 floats. */
-static inline void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; i++) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; i++) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 /* bp[p][32] = col[k0 + c, p0 + p] for the block's positions (p < nv 16;
  * 0 for k >= K, padding and positions past the block). */
 static void pack_wpanel(const conv_job *j, const conv_block *b, int64_t k0, float *bp) {
@@ -597,7 +579,7 @@ static void pack_wpanel(const conv_job *j, const conv_block *b, int64_t k0, floa
         const __mmask16 *m = mk[16 * h + i];
         r[i] = m && m[v] ? read_vec(b, v, j->x, off[16 * h + i], m[v]) : _mm512_setzero_ps();
       }
-      transpose16(r);
+      op_transpose16_ps(r);
       float *dst = bp + v * 16 * NR + 16 * h;
       for (int i = 0; i < 16; i++) _mm512_store_ps(dst + i * NR, r[i]);
     }

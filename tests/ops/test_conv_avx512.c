@@ -142,8 +142,10 @@ TEST(conv2d_implicit_im2col_avx2_equals_direct_and_gemm_path) {
   check_kernel(CORE_CPU_AVX2, op_conv_forward_avx2);
 }
 
-/* The AVX2 kernel forms each output's sum as the AVX-512 one does (Note
- * [Implicit im2col at AVX2]): bitwise the same outputs for every case. */
+/* The AVX2 kernel forms each output's sum as the AVX-512 direct tiles do
+ * (Note [Implicit im2col at AVX2]): bitwise the same outputs for every
+ * case. (The AVX-512 level's Winograd path, Note [Winograd F(2x2,3x3)],
+ * rounds differently; tests/ops/test_conv_winograd.c bounds it.) */
 TEST(conv2d_implicit_im2col_avx2_bitwise_equals_avx512) {
   if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* needs both levels */
   int saved = core_cpu_level();
@@ -168,7 +170,9 @@ TEST(conv2d_implicit_im2col_avx2_bitwise_equals_avx512) {
                         .shift = c->shift ? (const char *)(ch + c->O) : NULL,
                         .residual = c->residual ? (const char *)res : NULL, .relu = c->relu};
     core_cpu_set_level(CORE_CPU_AVX512);
+    op_conv_winograd = false; /* the direct tiles (Winograd rounds otherwise) */
     int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
+    op_conv_winograd = true;
     core_cpu_set_level(CORE_CPU_AVX2);
     int rc2 = op_conv_forward_avx2(&g, x, w, &ep, o2);
     CHECK_MSG(rc1 == 1 && rc2 == 1, "case %zu: rc %d %d", k, rc1, rc2);
@@ -348,7 +352,9 @@ TEST(conv2d_implicit_flipped_weight_equals_flipped_copy) {
     omp_set_num_threads(2);
     int rc2 = op_conv_forward_avx512_flipped(&g, x, w, o2);
     omp_set_num_threads(nt);
+    op_conv_winograd = false; /* the direct tiles, whose sums the flipped read repeats */
     int rc3 = op_conv_forward_avx512(&g, x, wf, NULL, o3);
+    op_conv_winograd = true;
     CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 1, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);
     int diff = 0;
     for (size_t i = 0; i < no; i++) diff += o1[i] != o3[i] || o2[i] != o3[i];
