@@ -56,6 +56,13 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
 int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
                             const conv_epilogue *ep, float *out);
 
+/* op_conv_winograd_avx512 without epilogue for a weight w [C][O][3][3]
+ * read transposed and flipped, as op_conv_forward_avx512_flipped (the
+ * stride-1 input gradient): the same outputs, bit for bit, as
+ * op_conv_winograd_avx512 on the flipped copy. Same returns. */
+int op_conv_winograd_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                    float *out);
+
 /* Whether op_conv_forward_avx512 may take op_conv_winograd_avx512 (true);
  * a test hook, so tests compare it with the direct tiles bitwise. */
 extern bool op_conv_winograd;

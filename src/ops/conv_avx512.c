@@ -530,6 +530,8 @@ int op_conv_forward_avx512(const win_geom *g, const float *x, const float *w,
 int op_conv_forward_avx512_flipped(const win_geom *g, const float *x, const float *w,
                                    float *out) {
   if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_implicit || g->G != 1) return 0;
+  int wr = op_conv_winograd_avx512_flipped(g, x, w, out); /* Note [Winograd F(2x2,3x3)] */
+  if (wr != 0) return wr;
   int64_t L = g->OH * g->OW, KK = g->KH * g->KW, K = g->C * KK, P = g->N * L;
   int64_t xs = g->C * g->H * g->W;
   if (P <= DOT_MAX || !op_conv_offsets_fit(g, NR)) return 0;

@@ -67,6 +67,7 @@ enum { MR = 8, NR = 32, XI = 16, NCMAX = 256 };
 typedef struct wino_job {
   const win_geom *g;
   const float *x, *w;
+  bool flipped; /* w is [C][O][3][3], read flipped (op_conv_winograd_avx512_flipped) */
   const conv_epilogue *ep;
   float *out;
   int64_t TH, TW, T, L, xs; /* tiles per column and row, T = N TH TW, L = OH OW */
@@ -86,33 +87,46 @@ typedef struct wino_block {
   float *uc;              /* [XI][MR][C] one row block's transformed weights */
 } wino_block;
 
-/* u[xi][o c] = (G g G^T)[xi] for every kernel g = w[o][c] (9 floats), 16
- * kernels at a time (their 144 floats loaded as 16 rows and transposed in
- * registers: a gather of 9 strided floats cost more than the rest): rows
- * [p0, p1) of the O C kernels. */
-static void transform_weights(const float *w, int64_t p0, int64_t p1, int64_t OC, float *u) {
+/* u[xi us + p] = (G g G^T)[xi] for the kernels p in [p0, p1) of rows
+ * o0, o0 + 1, ... (kernel p: out channel o0 + p / C, in channel p % C),
+ * 16 at a time: their floats loaded as 16 rows and transposed in
+ * registers (a gather of 9 strided floats cost more than the rest). The
+ * kernel g of (o, c) is w[o][c] (9 floats), or with j->flipped w[c][o]
+ * read backwards (Note [Flipped weights] in conv_avx512.c). */
+static void transform_weights(const wino_job *j, int64_t o0, int64_t p0, int64_t p1, int64_t us,
+                              float *u) {
   const __m512 half = _mm512_set1_ps(0.5f);
+  int64_t C = j->g->C, O = j->g->O, nw = O * C * 9;
   for (int64_t p = p0; p < p1; p += 16) {
     __mmask16 m = (__mmask16)(p1 - p >= 16 ? 0xffff : (1u << (p1 - p)) - 1);
     __m512 g[16], r[4][3];
-    for (int l = 0; l < 16; l++) /* 16 floats where they lie inside [p0, p1)'s (a masked
-                                  * load crossing cache lines cost 4x), lanes 9..15 unused */
-      g[l] = p + l + 2 <= p1 ? _mm512_loadu_ps(w + (p + l) * 9)
-             : p + l < p1    ? _mm512_maskz_loadu_ps(0x1ff, w + (p + l) * 9)
-                             : _mm512_setzero_ps();
-    op_transpose16_ps(g); /* g[e] lane l = w[(p + l) 9 + e] */
-    for (int j = 0; j < 3; j++) { /* G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2 */
-      __m512 s = _mm512_add_ps(g[j], g[6 + j]);
-      r[0][j] = g[j];
-      r[1][j] = _mm512_mul_ps(half, _mm512_add_ps(s, g[3 + j]));
-      r[2][j] = _mm512_mul_ps(half, _mm512_sub_ps(s, g[3 + j]));
-      r[3][j] = g[6 + j];
+    for (int l = 0; l < 16; l++) {
+      int64_t q = o0 * C + p + l, o = q / C, c = q % C;
+      int64_t at = j->flipped ? (c * O + o) * 9 : q * 9;
+      /* 16 floats where they lie inside w (a masked load across cache
+       * lines cost 4x); lanes 9..15 unused */
+      g[l] = p + l >= p1      ? _mm512_setzero_ps()
+             : at + 16 <= nw ? _mm512_loadu_ps(j->w + at)
+                             : _mm512_maskz_loadu_ps(0x1ff, j->w + at);
+    }
+    op_transpose16_ps(g); /* g[e] lane l = kernel p + l's float e */
+    if (j->flipped)
+      for (int e = 0; e < 4; e++) {
+        __m512 t = g[e];
+        g[e] = g[8 - e], g[8 - e] = t;
+      }
+    for (int q = 0; q < 3; q++) { /* G g: rows g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2, g2 */
+      __m512 s = _mm512_add_ps(g[q], g[6 + q]);
+      r[0][q] = g[q];
+      r[1][q] = _mm512_mul_ps(half, _mm512_add_ps(s, g[3 + q]));
+      r[2][q] = _mm512_mul_ps(half, _mm512_sub_ps(s, g[3 + q]));
+      r[3][q] = g[6 + q];
     }
     for (int a = 0; a < 4; a++) { /* (G g) G^T: the same along each row */
       __m512 s = _mm512_add_ps(r[a][0], r[a][2]);
       __m512 c[4] = {r[a][0], _mm512_mul_ps(half, _mm512_add_ps(s, r[a][1])),
                      _mm512_mul_ps(half, _mm512_sub_ps(s, r[a][1])), r[a][2]};
-      for (int b = 0; b < 4; b++) _mm512_mask_storeu_ps(u + (4 * a + b) * OC + p, m, c[b]);
+      for (int b = 0; b < 4; b++) _mm512_mask_storeu_ps(u + (4 * a + b) * us + p, m, c[b]);
     }
   }
 }
@@ -423,15 +437,15 @@ static bool applies(const win_geom *g, int64_t T) {
   return wino <= 0.6 * direct;
 }
 
-int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
-                            const conv_epilogue *ep, float *out) {
+static int winograd(const win_geom *g, const float *x, const float *w, bool flipped,
+                    const conv_epilogue *ep, float *out) {
   if (core_cpu_level() != CORE_CPU_AVX512 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return 0;
   int64_t TH = (g->OH + 1) / 2, TW = (g->OW + 1) / 2, T = g->N * TH * TW;
   if (!applies(g, T) || !op_conv_offsets_fit(g, NR)) return 0;
   int64_t C = g->C, O = g->O, OC = O * C;
   if ((double)OC * XI > (double)INT32_MAX) return 0;
   conv_epilogue none = {0};
-  wino_job j = {.g = g, .x = x, .w = w, .ep = ep ? ep : &none, .out = out, .TH = TH, .TW = TW,
+  wino_job j = {.g = g, .x = x, .w = w, .flipped = flipped, .ep = ep ? ep : &none, .out = out, .TH = TH, .TW = TW,
                 .T = T, .L = g->OH * g->OW, .xs = C * g->H * g->W};
   int64_t nc = (int64_t)(PANEL_BYTES / ((size_t)(XI * C) * sizeof(float))) / NR * NR;
   if (nc < NR) nc = NR;
@@ -459,7 +473,7 @@ int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
       int64_t nq = (OC + 15) / 16; /* 16-kernel groups */
 #pragma omp for schedule(static)
       for (int64_t q = 0; q < nq; q++)
-        transform_weights(w, q * 16, q * 16 + 16 < OC ? q * 16 + 16 : OC, OC, u);
+        transform_weights(&j, 0, q * 16, q * 16 + 16 < OC ? q * 16 + 16 : OC, OC, u);
     }
     wino_block b;
     size_t nbytes = 0;
@@ -480,7 +494,7 @@ int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
         if (u) {
           gemm_rows(&j, &b, u + o0 * C, OC, mr);
         } else {
-          transform_weights(w + o0 * C * 9, 0, mr * C, MR * C, b.uc);
+          transform_weights(&j, o0, 0, mr * C, MR * C, b.uc);
           gemm_rows(&j, &b, b.uc, MR * C, mr);
         }
         transform_output(&j, &b, o0, mr);
@@ -491,6 +505,16 @@ int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
   if (u) core_block_free(u, ubytes);
   if (failed) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd panels");
   return 1;
+}
+
+int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
+                            const conv_epilogue *ep, float *out) {
+  return winograd(g, x, w, false, ep, out);
+}
+
+int op_conv_winograd_avx512_flipped(const win_geom *g, const float *x, const float *w,
+                                    float *out) {
+  return winograd(g, x, w, true, NULL, out);
 }
 
 #ifdef __clang__

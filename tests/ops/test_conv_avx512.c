@@ -347,12 +347,12 @@ TEST(conv2d_implicit_flipped_weight_equals_flipped_copy) {
         for (int64_t t = 0; t < KK; t++)
           wf[(o * c->C + ci) * KK + t] = w[(ci * c->O + o) * KK + KK - 1 - t];
     int nt = omp_get_max_threads();
+    op_conv_winograd = false; /* the direct tiles (test_conv_winograd.c has its own) */
     omp_set_num_threads(1);
     int rc1 = op_conv_forward_avx512_flipped(&g, x, w, o1);
     omp_set_num_threads(2);
     int rc2 = op_conv_forward_avx512_flipped(&g, x, w, o2);
     omp_set_num_threads(nt);
-    op_conv_winograd = false; /* the direct tiles, whose sums the flipped read repeats */
     int rc3 = op_conv_forward_avx512(&g, x, wf, NULL, o3);
     op_conv_winograd = true;
     CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 1, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);

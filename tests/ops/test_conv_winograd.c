@@ -5,8 +5,9 @@
  * (runs loaded whole) and of other widths (gathers), tiles of several
  * images in one vector, channel counts off the 8-row tile, blocks past
  * one, the weights transformed per row block and shared (Note [Winograd
- * weights]), 1 thread against 2 (bitwise); the convolutions it declines;
- * and how a NaN input spreads. Skipped where the CPU lacks AVX-512. */
+ * weights]), 1 thread against 2 (bitwise); the input gradient's form
+ * (the weight read flipped) against the flipped copy (bitwise); the
+ * convolutions it declines; and how a NaN or an infinity spreads. Skipped where the CPU lacks AVX-512. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ static const wcase cases[] = {
     {2, 7, 13, 33, 9, 0, 0, false, false, false, false},  /* no padding: 11 x 31, rows of 16 */
     {2, 6, 10, 10, 8, 2, 2, true, true, true, false},     /* padding 2: 12 x 12 */
     {1, 8, 64, 64, 16, 1, 1, false, true, false, true},   /* many blocks for one image */
-    {4, 300, 8, 8, 20, 1, 1, true, true, false, false},   /* C 300: one block per thread */
+    {4, 300, 8, 8, 20, 1, 1, true, true, false, false},   /* C 300: 2 blocks (per row block at 2 threads) */
     {5, 4, 6, 6, 3, 1, 0, false, false, true, true},      /* padding 1 x 0 */
 };
 
@@ -119,6 +120,54 @@ TEST(conv2d_winograd_equals_direct_in_double) {
               k, bad, worst, big, diff);
   next:
     free(x), free(w), free(res), free(ch), free(o1), free(o2), free(y);
+  }
+  core_cpu_set_level(saved);
+}
+
+/* The input gradient's form (op_conv_winograd_avx512_flipped, the weight
+ * w [C][O][3][3] read transposed and flipped): the same bits as the
+ * forward on the flipped copy, in both weight paths (one block per thread
+ * and shared weights), at 1 and 2 threads. */
+TEST(conv2d_winograd_flipped_weight_equals_flipped_copy) {
+  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+  int saved = core_cpu_level();
+  core_cpu_set_level(CORE_CPU_AVX512);
+  static const wcase fcases[] = {
+      {16, 128, 8, 8, 13, 1, 1, false, false, false, false}, /* 8 blocks: shared weights */
+      {4, 300, 8, 8, 19, 1, 1, false, false, false, false},  /* 2 blocks: per row block at 2 threads */
+      {3, 7, 9, 11, 17, 2, 2, false, false, false, false},
+  };
+  unsigned seed = 9;
+  for (size_t k = 0; k < sizeof fcases / sizeof *fcases; k++) {
+    const wcase *c = &fcases[k];
+    win_geom g = geom(c);
+    size_t nx = (size_t)(c->N * c->C * c->H * c->W), nw = (size_t)(c->O * c->C * 9);
+    size_t no = (size_t)(c->N * c->O * g.OH * g.OW);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *wf = malloc(nw * 4);
+    float *o1 = malloc(no * 4), *o2 = malloc(no * 4), *o3 = malloc(no * 4);
+    CHECK(x && w && wf && o1 && o2 && o3);
+    if (!(x && w && wf && o1 && o2 && o3)) goto next;
+    for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < nw; i++) w[i] = frand(&seed);
+    /* w holds [C][O][9]; wf[o][c][t] = w[c][o][8 - t] */
+    for (int64_t o = 0; o < c->O; o++)
+      for (int64_t ci = 0; ci < c->C; ci++)
+        for (int64_t t = 0; t < 9; t++)
+          wf[(o * c->C + ci) * 9 + t] = w[(ci * c->O + o) * 9 + 8 - t];
+    int nt = omp_get_max_threads();
+    omp_set_num_threads(1);
+    int rc1 = op_conv_winograd_avx512_flipped(&g, x, w, o1);
+    omp_set_num_threads(2);
+    int rc2 = op_conv_winograd_avx512_flipped(&g, x, w, o2);
+    int rc3 = op_conv_winograd_avx512(&g, x, wf, NULL, o3);
+    omp_set_num_threads(nt);
+    CHECK_MSG(rc1 == 1 && rc2 == 1 && rc3 == 1, "case %zu: rc %d %d %d", k, rc1, rc2, rc3);
+    int diff = 0;
+    for (size_t i = 0; i < no; i++)
+      diff += memcmp(&o1[i], &o3[i], 4) != 0 || memcmp(&o2[i], &o3[i], 4) != 0;
+    CHECK_MSG(diff == 0, "case %zu: %d outputs differ from the flipped copy's", k, diff);
+  next:
+    free(x), free(w), free(wf), free(o1), free(o2), free(o3);
   }
   core_cpu_set_level(saved);
 }
