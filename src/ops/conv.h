@@ -63,9 +63,95 @@ int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,
 int op_conv_winograd_avx512_flipped(const win_geom *g, const float *x, const float *w,
                                     float *out);
 
-/* Whether op_conv_forward_avx512 may take op_conv_winograd_avx512 (true);
- * a test hook, so tests compare it with the direct tiles bitwise. */
+/* The same at the AVX2 level (conv_winograd_avx2.c): bitwise the AVX-512
+ * level's outputs (the same sums in the same order). Same returns. */
+int op_conv_winograd_avx2(const win_geom *g, const float *x, const float *w,
+                          const conv_epilogue *ep, float *out);
+
+/* Whether op_conv_forward_avx512 and _avx2 may take the Winograd path
+ * (true); a test hook, so tests compare the direct tiles bitwise. */
 extern bool op_conv_winograd;
+
+/* ---- the level-independent parts of Winograd (conv_winograd_plan.c) ---- */
+
+/* The tiles of a 32-tile unit, the unit that threads share out. */
+enum { OP_WINO_UNIT = 32 };
+
+/* The 2x2 output tiles of g: N ceil(OH / 2) ceil(OW / 2). */
+static inline int64_t op_wino_tiles(const win_geom *g) {
+  return g->N * ((g->OH + 1) / 2) * ((g->OW + 1) / 2);
+}
+
+/* Whether g is a conv the Winograd path computes (3x3, stride 1, no
+ * dilation or groups, padding <= 2, 4 <= C <= 4096, offsets in int32),
+ * at >= 40% fewer multiplies, with op_conv_winograd and op_conv_implicit
+ * set. The same answer at every level. */
+bool op_conv_winograd_applies(const win_geom *g);
+
+/* A block's lane tables for vectors of vl (8 or 16) tiles, nv = ceil(nt /
+ * vl) vectors: ib, ob [nv][vl] the input offset of patch element (0, 0)
+ * and the output offset of tile output (0, 0), channel 0; imk [16][nv]
+ * and omk [4][nv] bit sets of the lanes whose patch element (i, j) is in
+ * the image and whose output (dy, dx) exists; runs [nv] R = 8, 4 or 2
+ * where every R lanes are R adjacent tiles of one row, else 1; rin, rout
+ * [nv][8] the offsets of each run's first lane. */
+typedef struct op_wino_tab {
+  int32_t *ib, *ob, *runs, *rin, *rout;
+  uint16_t *imk, *omk;
+} op_wino_tab;
+
+/* The bytes of the tables of nv vectors of vl lanes, and tab's arrays
+ * laid out in p (which holds that many bytes, 4-byte aligned). */
+static inline size_t op_wino_tab_bytes(int64_t nv, int vl) {
+  return (size_t)(nv * (2 * vl + 17)) * sizeof(int32_t) + (size_t)(20 * nv) * sizeof(uint16_t);
+}
+
+static inline void op_wino_tab_at(op_wino_tab *tab, void *p, int64_t nv, int vl) {
+  int32_t *q = (int32_t *)p;
+  tab->ib = q, tab->ob = q + vl * nv, tab->runs = q + 2 * vl * nv;
+  tab->rin = tab->runs + nv, tab->rout = tab->rin + 8 * nv;
+  tab->imk = (uint16_t *)(tab->rout + 8 * nv);
+  tab->omk = tab->imk + 16 * nv;
+}
+
+/* Fills tab for the tiles [t0, t0 + nt) of g (numbered n, th, tw). */
+void op_wino_tables(const win_geom *g, int64_t t0, int64_t nt, int vl, const op_wino_tab *tab);
+
+/* One Winograd convolution, as a level's kernels see it: out = conv(x, w)
+ * with the epilogue ep (never NULL here); w [O][C][3][3], or with flipped
+ * [C][O][3][3] read transposed and flipped (Note [Flipped weights]); nc
+ * the tiles of a block (a multiple of OP_WINO_UNIT). */
+typedef struct op_wino_run {
+  const win_geom *g;
+  const float *x, *w;
+  bool flipped;
+  const conv_epilogue *ep;
+  float *out;
+  int64_t L, nc; /* OH OW; tiles per block */
+} op_wino_run;
+
+/* A CPU level's kernels for op_wino_drive: kgroup kernels per weights
+ * call, mr output channels per row block; scratch_bytes, one thread's
+ * scratch for blocks of nc tiles; weights, u [16][O][C] for the kernels
+ * [p0, p1) of the O C; prepare, a block's tables and transformed input
+ * [t0, t0 + nt) in scratch; rows, the block's outputs of channels
+ * [o0, o0 + mr) from the shared u or, when u is NULL, transforming those
+ * rows' weights itself. */
+typedef struct op_wino_level {
+  int kgroup, mr;
+  size_t panel_bytes; /* a block's transformed input at most, for nc */
+  size_t (*scratch_bytes)(int64_t C, int64_t nc);
+  void (*weights)(const op_wino_run *r, int64_t p0, int64_t p1, float *u);
+  void (*prepare)(const op_wino_run *r, char *scratch, int64_t t0, int64_t nt);
+  void (*rows)(const op_wino_run *r, char *scratch, int64_t o0, int mr, const float *u);
+} op_wino_level;
+
+/* The level-independent driver (Note [Winograd weights] in
+ * conv_winograd.c): blocks, threads, the shared weights. Returns 1, or
+ * KILN_ERR_NOMEM (error set; out unspecified). g must pass
+ * op_conv_winograd_applies. */
+int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, const float *w,
+                  bool flipped, const conv_epilogue *ep, float *out);
 
 /* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
  * conv_avx2.c; bitwise the AVX-512 kernel's outputs): returns 1

@@ -27,7 +27,9 @@
  * same sums: 10^6 random vectors checked). So the two levels give bitwise
  * the same outputs (tested). Taken only at the AVX2
  * level, for float32, while every element offset fits in int32; else
- * op_conv_forward_ep runs conv_gemm.c's path. */
+ * op_conv_forward_ep runs conv_gemm.c's path. A 3x3 stride-1 conv with
+ * enough tiles goes to conv_winograd_avx2.c first (Note [Winograd at
+ * AVX2]), as the AVX-512 level's goes to conv_winograd.c. */
 #include <immintrin.h>
 #include <limits.h>
 #include <omp.h>
@@ -40,6 +42,8 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt") /* CORE_TARGET_AVX2 */
 #endif
+
+#include "simd256.h"
 
 enum { MR = 6, NR = 16, VL = 8, NCMAX = 1024, DOT_MAX = 16 };
 #ifndef PREFETCH
@@ -225,24 +229,8 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
   int64_t K = j->K;
   const float *a[MR];
   for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * K;
-  const float *bp = b->bp + jp * K * NR;
-  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
-  /* 12 named accumulators: as an array GCC kept them on the stack */
-  __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
-  __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
-  for (int64_t k = 0; k < K; k++) {
-    __m256 b0 = _mm256_load_ps(bp), b1 = _mm256_load_ps(bp + VL);
-#define ROW(i, p)                                                        \
-  do {                                                                   \
-    __m256 ai = _mm256_broadcast_ss(p + k);                              \
-    c##i##0 = _mm256_fmadd_ps(ai, b0, c##i##0);                          \
-    c##i##1 = _mm256_fmadd_ps(ai, b1, c##i##1);                          \
-  } while (0)
-    ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3); ROW(4, a4); ROW(5, a5);
-#undef ROW
-    bp += NR;
-  }
-  __m256 acc[MR][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  __m256 acc[MR][2];
+  op_tile6x16_ps(a, b->bp + jp * K * NR, K, acc);
   const conv_epilogue *ep = j->ep;
   int64_t v0 = jp * 2;
   for (int i = 0; i < mr; i++) {
@@ -426,6 +414,8 @@ static int run_gemm(const conv_job *j, int nt) {
 int op_conv_forward_avx2(const win_geom *g, const float *x, const float *w,
                          const conv_epilogue *ep, float *out) {
   if (core_cpu_level() != CORE_CPU_AVX2) return 0;
+  int wr = op_conv_winograd_avx2(g, x, w, ep, out); /* Note [Winograd at AVX2] */
+  if (wr != 0) return wr;
   int64_t L = g->OH * g->OW, K = g->C * g->KH * g->KW, Og = g->O / g->G;
   int64_t xs = g->G * g->C * g->H * g->W;
   if (!op_conv_offsets_fit(g, NR)) return 0;

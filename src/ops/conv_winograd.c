@@ -41,10 +41,10 @@
  * 64 at 16x16 0.75x; resnet18 inference at batch 16 (jit) 0.81-0.83x.
  * Taken when the MACs fall at least 40% (few tiles, as at resnet18's 2x2
  * stage, fill the 32-wide panels too thinly), C <= 4096 (a panel block's
- * size) and op_conv_winograd is set. */
+ * size) and op_conv_winograd is set (op_conv_winograd_applies in
+ * conv_winograd_plan.c, which also builds the lanes' tables; the AVX2
+ * level, conv_winograd_avx2.c, decides and computes alike). */
 #include <immintrin.h>
-#include <limits.h>
-#include <omp.h>
 
 #include "conv.h"
 
@@ -58,30 +58,16 @@
 
 #include "simd512.h"
 
-bool op_conv_winograd = true;
-
-enum { MR = 8, NR = 32, XI = 16, NCMAX = 256 };
+enum { MR = 8, NR = 32, XI = 16 };
 /* bytes of a block's transformed input panels (they stay in the L2) */
 #define PANEL_BYTES ((size_t)256 << 10)
 
-typedef struct wino_job {
-  const win_geom *g;
-  const float *x, *w;
-  bool flipped; /* w is [C][O][3][3], read flipped (op_conv_winograd_avx512_flipped) */
-  const conv_epilogue *ep;
-  float *out;
-  int64_t TH, TW, T, L, xs; /* tiles per column and row, T = N TH TW, L = OH OW */
-} wino_job;
+typedef op_wino_run wino_job; /* conv.h: the convolution the block computes */
 
 /* A block of nt tiles [t0, t0 + nt) and its lanes' tables. */
 typedef struct wino_block {
   int64_t t0, nt, nv, np; /* nv = ceil(nt / 16) vectors, np = ceil(nt / 32) panels */
-  __m512i *ibase;         /* [nv] input offset of patch element (0, 0), channel 0 */
-  __m512i *obase;         /* [nv] output offset of tile output (0, 0), channel 0 */
-  int32_t *runs;          /* [nv] R: every R lanes are R adjacent tiles of one row, or 1 */
-  int32_t *rin, *rout;    /* [nv][8] the input and output offsets of each run's first lane */
-  __mmask16 *imk;         /* [16][nv] lanes whose patch element (i, j) is in the image */
-  __mmask16 *omk;         /* [4][nv] lanes whose output (dy, dx) exists */
+  op_wino_tab tab;        /* the lanes' offsets, masks and runs (op_wino_tables) */
   float *v;               /* [XI][np][C][32] transformed input panels */
   float *m;               /* [np][MR][XI][32] one row block's GEMM sums */
   float *uc;              /* [XI][MR][C] one row block's transformed weights */
@@ -133,50 +119,8 @@ static void transform_weights(const wino_job *j, int64_t o0, int64_t p0, int64_t
 
 /* Fills b's tables for tiles [t0, t0 + nt). */
 static void block_tables(const wino_job *j, wino_block *b, int64_t t0, int64_t nt) {
-  const win_geom *g = j->g;
-  int64_t per = j->TH * j->TW;
   b->t0 = t0, b->nt = nt, b->nv = (nt + 15) / 16, b->np = (nt + 31) / 32;
-  for (int64_t v = 0; v < b->nv; v++) {
-    int32_t ib[16], ob[16];
-    __mmask16 im[16] = {0}, om[4] = {0};
-    for (int l = 0; l < 16; l++) {
-      int64_t t = t0 + v * 16 + l;
-      ib[l] = ob[l] = 0;
-      if (t >= t0 + nt) continue; /* past the block: masked off everywhere */
-      int64_t n = t / per, q = t % per, th = q / j->TW, tw = q % j->TW;
-      int64_t ih = 2 * th - g->ph, iw = 2 * tw - g->pw, oh = 2 * th, ow = 2 * tw;
-      ib[l] = (int32_t)(n * j->xs + ih * g->W + iw);
-      ob[l] = (int32_t)(n * g->O * j->L + oh * g->OW + ow);
-      for (int e = 0; e < 16; e++) {
-        int64_t y = ih + e / 4, x = iw + e % 4;
-        if (y >= 0 && y < g->H && x >= 0 && x < g->W) im[e] |= (__mmask16)(1u << l);
-      }
-      for (int e = 0; e < 4; e++)
-        if (oh + e / 2 < g->OH && ow + e % 2 < g->OW) om[e] |= (__mmask16)(1u << l);
-    }
-    b->ibase[v] = _mm512_loadu_si512(ib);
-    b->obase[v] = _mm512_loadu_si512(ob);
-    /* R: each aligned group of R lanes is R adjacent tiles (inputs and
-     * outputs 2 apart), lanes past the block masked off anywhere */
-    int64_t nin = t0 + nt - (t0 + v * 16); /* lanes inside the block */
-    int R = 8;
-    for (; R > 1; R /= 2) {
-      bool ok = true;
-      for (int l = 0; l < 16 && l < nin && ok; l++) {
-        int f = l / R * R;
-        int64_t tf = t0 + v * 16 + f, tl = tf + (l - f);
-        ok = tf / j->TW == tl / j->TW; /* the same tile row of the same image */
-      }
-      if (ok) break;
-    }
-    b->runs[v] = R;
-    for (int r = 0; r < 8; r++) {
-      b->rin[v * 8 + r] = r * R < 16 ? ib[r * R] : 0;
-      b->rout[v * 8 + r] = r * R < 16 ? ob[r * R] : 0;
-    }
-    for (int e = 0; e < 16; e++) b->imk[e * b->nv + v] = im[e];
-    for (int e = 0; e < 4; e++) b->omk[e * b->nv + v] = om[e];
-  }
+  op_wino_tables(j->g, t0, nt, 16, &b->tab);
 }
 
 /* Lanes 0, 2, 4, ... of the 32 floats lo:hi. */
@@ -220,16 +164,16 @@ static void transform_input(const wino_job *j, wino_block *b) {
     const float *xc = j->x + c * HW;
     for (int64_t v = 0; v < nv; v++) {
       __m512 d[16], r[16];
-      int R = b->runs[v];
-      const int32_t *rb = b->rin + v * 8;
+      int R = b->tab.runs[v];
+      const int32_t *rb = b->tab.rin + v * 8;
+      __m512i ib = _mm512_loadu_si512(b->tab.ib + v * 16);
       for (int e = 0; e < 16; e++) {
-        __mmask16 m = b->imk[e * nv + v];
+        __mmask16 m = b->tab.imk[e * nv + v];
         int32_t off = (int32_t)(e / 4 * g->W + e % 4);
         d[e] = !m      ? _mm512_setzero_ps()
                : R > 1 ? read_runs(xc + off, rb, R, m)
                        : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,
-                                                  _mm512_add_epi32(b->ibase[v],
-                                                                   _mm512_set1_epi32(off)),
+                                                  _mm512_add_epi32(ib, _mm512_set1_epi32(off)),
                                                   xc, 4);
       }
       for (int q = 0; q < 4; q++) { /* B^T d, column q */
@@ -301,12 +245,13 @@ static void gemm_rows(const wino_job *j, const wino_block *b, const float *uc, i
 static inline void put(const wino_job *j, const wino_block *b, int64_t v, int e, int64_t ch,
                        __m512 y, __m512 s, __m512 t) {
   const conv_epilogue *ep = j->ep;
-  __mmask16 m = b->omk[e * b->nv + v];
+  __mmask16 m = b->tab.omk[e * b->nv + v];
   if (!m) return;
   if (ep->scale) y = _mm512_mul_ps(y, s);
   if (ep->shift) y = _mm512_add_ps(y, t);
   __m512i idx = _mm512_add_epi32(
-      b->obase[v], _mm512_set1_epi32((int32_t)(ch * j->L + e / 2 * j->g->OW + e % 2)));
+      _mm512_loadu_si512(b->tab.ob + v * 16),
+      _mm512_set1_epi32((int32_t)(ch * j->L + e / 2 * j->g->OW + e % 2)));
   if (ep->residual)
     y = _mm512_add_ps(
         y, _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, idx, (const float *)ep->residual, 4));
@@ -325,13 +270,13 @@ static inline void put_runs(const wino_job *j, const wino_block *b, int64_t v, i
                                         15, 31);
   const conv_epilogue *ep = j->ep;
   __m512 z[2] = {_mm512_permutex2var_ps(y0, ilo, y1), _mm512_permutex2var_ps(y0, ihi, y1)};
-  uint32_t zm = _pdep_u32(b->omk[(2 * dy) * b->nv + v], 0x55555555u) |
-                _pdep_u32(b->omk[(2 * dy + 1) * b->nv + v], 0xaaaaaaaau);
+  uint32_t zm = _pdep_u32(b->tab.omk[(2 * dy) * b->nv + v], 0x55555555u) |
+                _pdep_u32(b->tab.omk[(2 * dy + 1) * b->nv + v], 0xaaaaaaaau);
   int64_t off = ch * j->L + dy * j->g->OW;
   const float *res = ep->residual ? (const float *)ep->residual + off : NULL;
   float *o = j->out + off;
-  const int32_t *rb = b->rout + v * 8;
-  int R = b->runs[v];
+  const int32_t *rb = b->tab.rout + v * 8;
+  int R = b->tab.runs[v];
   if (R == 8) {
     for (int q = 0; q < 2; q++) {
       __mmask16 m = (__mmask16)(zm >> 16 * q);
@@ -389,7 +334,7 @@ static void transform_output(const wino_job *j, const wino_block *b, int64_t o0,
                      _mm512_sub_ps(_mm512_sub_ps(t0[1], t0[2]), t0[3]),
                      _mm512_add_ps(_mm512_add_ps(t1[0], t1[1]), t1[2]),
                      _mm512_sub_ps(_mm512_sub_ps(t1[1], t1[2]), t1[3])};
-      if (b->runs[v] > 1) {
+      if (b->tab.runs[v] > 1) {
         for (int e = 0; e < 4; e++) {
           if (ep->scale) y[e] = _mm512_mul_ps(y[e], s);
           if (ep->shift) y[e] = _mm512_add_ps(y[e], t);
@@ -402,109 +347,69 @@ static void transform_output(const wino_job *j, const wino_block *b, int64_t o0,
     }
 }
 
-/* Scratch of one thread for blocks of up to nc tiles: NULL on OOM. */
-static char *block_scratch(int64_t C, int64_t nc, wino_block *b, size_t *nbytes) {
+/* One thread's scratch for blocks of up to nc tiles, laid out in p (NULL:
+ * only its bytes). Returns the bytes. */
+static size_t block_scratch(int64_t C, int64_t nc, char *p, wino_block *b) {
   int64_t nv = (nc + 15) / 16, np = (nc + 31) / 32;
   size_t pan = (size_t)(XI * np * C * NR) * sizeof(float);
-  size_t mb = (size_t)(np * MR * XI * NR) * sizeof(float), vec = (size_t)nv * 64;
+  size_t mb = (size_t)(np * MR * XI * NR) * sizeof(float);
   size_t ub = (size_t)(XI * MR * C) * sizeof(float);
-  size_t all = pan + mb + ub + 2 * vec + (size_t)(20 * nv) * sizeof(__mmask16) +
-               (size_t)(17 * nv) * sizeof(int32_t);
-  char *p = core_block_alloc(all, nbytes);
-  if (!p) return NULL;
+  size_t tabs = op_wino_tab_bytes(nv, 16);
+  size_t all = pan + mb + ub + tabs;
+  if (!p) return all;
   b->v = (float *)p;
   b->m = (float *)(p + pan);
   b->uc = (float *)(p + pan + mb);
-  char *q = p + pan + mb + ub;
-  b->ibase = (__m512i *)q;
-  b->obase = (__m512i *)(q + vec);
-  b->imk = (__mmask16 *)(q + 2 * vec);
-  b->omk = b->imk + 16 * nv;
-  b->runs = (int32_t *)(b->omk + 4 * nv);
-  b->rin = b->runs + nv;
-  b->rout = b->rin + 8 * nv;
-  return p;
+  op_wino_tab_at(&b->tab, p + pan + mb + ub, nv, 16);
+  return all;
 }
 
-/* Whether g is a conv this path computes, and at fewer multiplies. */
-static bool applies(const win_geom *g, int64_t T) {
-  if (!op_conv_winograd || !op_conv_implicit || g->G != 1 || g->KH != 3 || g->KW != 3 ||
-      g->sh != 1 || g->sw != 1 || g->dh != 1 || g->dw != 1 || g->ph > 2 || g->pw > 2 ||
-      g->C < 4 || g->C > 4096)
-    return false;
-  int64_t P = g->N * g->OH * g->OW;
-  double wino = 16.0 * (double)((T + NR - 1) / NR), direct = 9.0 * (double)((P + NR - 1) / NR);
-  return wino <= 0.6 * direct;
+/* The shared weights u [XI][O][C] for the kernels [p0, p1). */
+static void weights_shared(const op_wino_run *j, int64_t p0, int64_t p1, float *u) {
+  transform_weights(j, 0, p0, p1, j->g->O * j->g->C, u);
 }
+
+static size_t scratch_bytes(int64_t C, int64_t nc) {
+  return 64 * ((sizeof(wino_block) + 63) / 64) + block_scratch(C, nc, NULL, NULL);
+}
+
+/* A thread's block, laid out at the start of its scratch. */
+static wino_block *scratch_block(const op_wino_run *j, char *scratch) {
+  wino_block *b = (wino_block *)scratch;
+  block_scratch(j->g->C, j->nc, scratch + 64 * ((sizeof *b + 63) / 64), b);
+  return b;
+}
+
+/* A block's tiles [t0, t0 + nt): its tables and transformed input. */
+static void prepare(const op_wino_run *j, char *scratch, int64_t t0, int64_t nt) {
+  wino_block *b = scratch_block(j, scratch);
+  block_tables(j, b, t0, nt);
+  transform_input(j, b);
+}
+
+/* The block's outputs of channels [o0, o0 + mr): the GEMMs, then the
+ * output transform. */
+static void rows(const op_wino_run *j, char *scratch, int64_t o0, int mr, const float *u) {
+  wino_block *b = (wino_block *)scratch;
+  int64_t C = j->g->C;
+  if (u) {
+    gemm_rows(j, b, u + o0 * C, j->g->O * C, mr);
+  } else {
+    transform_weights(j, o0, 0, mr * C, MR * C, b->uc);
+    gemm_rows(j, b, b->uc, MR * C, mr);
+  }
+  transform_output(j, b, o0, mr);
+}
+
+static const op_wino_level level = {.kgroup = 16, .mr = MR, .panel_bytes = PANEL_BYTES,
+                                    .scratch_bytes = scratch_bytes, .weights = weights_shared,
+                                    .prepare = prepare, .rows = rows};
+static const conv_epilogue no_epilogue = {0};
 
 static int winograd(const win_geom *g, const float *x, const float *w, bool flipped,
                     const conv_epilogue *ep, float *out) {
-  if (core_cpu_level() != CORE_CPU_AVX512 || g->N <= 0 || g->OH <= 0 || g->OW <= 0) return 0;
-  int64_t TH = (g->OH + 1) / 2, TW = (g->OW + 1) / 2, T = g->N * TH * TW;
-  if (!applies(g, T) || !op_conv_offsets_fit(g, NR)) return 0;
-  int64_t C = g->C, O = g->O, OC = O * C;
-  if ((double)OC * XI > (double)INT32_MAX) return 0;
-  conv_epilogue none = {0};
-  wino_job j = {.g = g, .x = x, .w = w, .flipped = flipped, .ep = ep ? ep : &none, .out = out, .TH = TH, .TW = TW,
-                .T = T, .L = g->OH * g->OW, .xs = C * g->H * g->W};
-  int64_t nc = (int64_t)(PANEL_BYTES / ((size_t)(XI * C) * sizeof(float))) / NR * NR;
-  if (nc < NR) nc = NR;
-  if (nc > NCMAX) nc = NCMAX;
-  double work = (double)T * (double)OC * XI;
-  int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
-  /* Note [Winograd weights]: U_xi = G g G^T, 16 floats per 3x3 kernel,
-   * is made on each call (the weights change between training steps). A
-   * thread with one block transforms each row block's weights as it goes,
-   * into L1; with more, they are transformed once into u [XI][O][C],
-   * shared (each thread redoing them per block cost 20% at resnet18's 8x8
-   * stage; writing u, 4 MiB at its 4x4 stage, cost more than the
-   * transform when each thread has one block). */
-  int64_t units = (T + NR - 1) / NR, per = (units + nt - 1) / nt, ub = nc / NR;
-  size_t ubytes = 0;
-  float *u = NULL;
-  if ((per + ub - 1) / ub > 1) {
-    u = core_block_alloc((size_t)(XI * OC) * sizeof(float), &ubytes);
-    if (!u) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd weights");
-  }
-  int failed = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    if (u) {
-      int64_t nq = (OC + 15) / 16; /* 16-kernel groups */
-#pragma omp for schedule(static)
-      for (int64_t q = 0; q < nq; q++)
-        transform_weights(&j, 0, q * 16, q * 16 + 16 < OC ? q * 16 + 16 : OC, OC, u);
-    }
-    wino_block b;
-    size_t nbytes = 0;
-    char *mem = block_scratch(C, nc, &b, &nbytes);
-    if (!mem) {
-#pragma omp atomic write
-      failed = 1;
-    }
-    conv_share sh = op_conv_share(T, NR, nc, omp_get_thread_num(), omp_get_num_threads());
-    for (int64_t i = 0; mem && i < sh.nb; i++) {
-      core_poll(); /* Note [Kernel poll] */
-      int64_t t0, ntl;
-      op_conv_share_block(&sh, T, NR, i, &t0, &ntl);
-      block_tables(&j, &b, t0, ntl);
-      transform_input(&j, &b);
-      for (int64_t o0 = 0; o0 < O; o0 += MR) {
-        int mr = (int)(O - o0 < MR ? O - o0 : MR);
-        if (u) {
-          gemm_rows(&j, &b, u + o0 * C, OC, mr);
-        } else {
-          transform_weights(&j, o0, 0, mr * C, MR * C, b.uc);
-          gemm_rows(&j, &b, b.uc, MR * C, mr);
-        }
-        transform_output(&j, &b, o0, mr);
-      }
-    }
-    if (mem) core_block_free(mem, nbytes);
-  }
-  if (u) core_block_free(u, ubytes);
-  if (failed) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd panels");
-  return 1;
+  if (core_cpu_level() != CORE_CPU_AVX512 || !op_conv_winograd_applies(g)) return 0;
+  return op_wino_drive(&level, g, x, w, flipped, ep ? ep : &no_epilogue, out);
 }
 
 int op_conv_winograd_avx512(const win_geom *g, const float *x, const float *w,

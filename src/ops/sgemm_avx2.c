@@ -25,6 +25,8 @@
 #pragma GCC target("avx2,fma,bmi,bmi2,f16c,lzcnt,movbe,popcnt")
 #endif
 
+#include "simd256.h"
+
 enum { MR = 6, NR = 16, KC = 384, MC = 144, NC = 2048 };
 /* A panels are stored with 8-wide stores of which MR lanes count (the next
  * k's row overwrites the other two): the buffer has this much slack. */
@@ -35,26 +37,6 @@ static inline __m256i lanes(int64_t n) {
   static const int32_t tab[16] = {-1, -1, -1, -1, -1, -1, -1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
   int64_t k = n < 0 ? 0 : n > 8 ? 8 : n;
   return _mm256_loadu_si256((const __m256i *)(tab + 8 - k));
-}
-
-/* 8 x 8 transpose of r[0..7] in registers. */
-static inline void transpose8(__m256 r[8]) {
-  __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xee);
-  __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xee);
-  __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xee);
-  __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xee);
-  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
-  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
-  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
-  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
-  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
-  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
-  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
-  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
 }
 
 /* Reads an 8 x 8 block whose rows j < rows are at p + j * ld, the first
@@ -69,7 +51,7 @@ static inline void load_t8(__m256 r[8], const float *p, int64_t ld, int64_t rows
     for (int j = 0; j < 8; j++)
       r[j] = j < rows ? _mm256_maskload_ps(p + j * ld, m) : _mm256_setzero_ps();
   }
-  transpose8(r);
+  op_transpose8_ps(r);
 }
 
 /* Packs w <= NR columns of op(B) for k < kc into dst[kc][NR], zero padded:

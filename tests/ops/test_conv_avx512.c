@@ -142,10 +142,11 @@ TEST(conv2d_implicit_im2col_avx2_equals_direct_and_gemm_path) {
   check_kernel(CORE_CPU_AVX2, op_conv_forward_avx2);
 }
 
-/* The AVX2 kernel forms each output's sum as the AVX-512 direct tiles do
- * (Note [Implicit im2col at AVX2]): bitwise the same outputs for every
- * case. (The AVX-512 level's Winograd path, Note [Winograd F(2x2,3x3)],
- * rounds differently; tests/ops/test_conv_winograd.c bounds it.) */
+/* The AVX2 kernels form each output's sum as the AVX-512 ones do (Note
+ * [Implicit im2col at AVX2], Note [Winograd at AVX2]): bitwise the same
+ * outputs for every case, through the direct tiles and through Winograd
+ * (which rounds differently from the direct tiles; test_conv_winograd.c
+ * bounds it). */
 TEST(conv2d_implicit_im2col_avx2_bitwise_equals_avx512) {
   if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* needs both levels */
   int saved = core_cpu_level();
@@ -169,16 +170,19 @@ TEST(conv2d_implicit_im2col_avx2_bitwise_equals_avx512) {
     conv_epilogue ep = {.scale = c->scale ? (const char *)ch : NULL,
                         .shift = c->shift ? (const char *)(ch + c->O) : NULL,
                         .residual = c->residual ? (const char *)res : NULL, .relu = c->relu};
-    core_cpu_set_level(CORE_CPU_AVX512);
-    op_conv_winograd = false; /* the direct tiles (Winograd rounds otherwise) */
-    int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
-    op_conv_winograd = true;
-    core_cpu_set_level(CORE_CPU_AVX2);
-    int rc2 = op_conv_forward_avx2(&g, x, w, &ep, o2);
-    CHECK_MSG(rc1 == 1 && rc2 == 1, "case %zu: rc %d %d", k, rc1, rc2);
-    int diff = 0;
-    for (size_t i = 0; i < no; i++) diff += memcmp(&o1[i], &o2[i], 4) != 0;
-    CHECK_MSG(diff == 0, "case %zu: %d of %zu outputs differ between AVX-512 and AVX2", k, diff, no);
+    for (int wino = 0; wino < 2; wino++) { /* the direct tiles, then Winograd where it applies */
+      op_conv_winograd = wino;
+      core_cpu_set_level(CORE_CPU_AVX512);
+      int rc1 = op_conv_forward_avx512(&g, x, w, &ep, o1);
+      core_cpu_set_level(CORE_CPU_AVX2);
+      int rc2 = op_conv_forward_avx2(&g, x, w, &ep, o2);
+      op_conv_winograd = true;
+      CHECK_MSG(rc1 == 1 && rc2 == 1, "case %zu: rc %d %d", k, rc1, rc2);
+      int diff = 0;
+      for (size_t i = 0; i < no; i++) diff += memcmp(&o1[i], &o2[i], 4) != 0;
+      CHECK_MSG(diff == 0, "case %zu, winograd %d: %d of %zu outputs differ between AVX-512 and AVX2",
+                k, wino, diff, no);
+    }
   next:
     free(x), free(w), free(res), free(ch), free(o1), free(o2);
   }

@@ -1,5 +1,7 @@
 /* tests/ops/test_conv_winograd.c: the Winograd F(2x2, 3x3) forward at
- * AVX-512 (Note [Winograd F(2x2,3x3)] in src/ops/conv_winograd.c) against
+ * AVX-512 and AVX2 (Note [Winograd F(2x2,3x3)] in src/ops/conv_winograd.c,
+ * Note [Winograd at AVX2] in conv_winograd_avx2.c), bitwise the same at
+ * both levels, against
  * a direct convolution in double with the fused epilogue: paddings 0, 1
  * and 2, odd output sizes (partial tiles), tile rows of 8, 4 and 2 tiles
  * (runs loaded whole) and of other widths (gathers), tiles of several
@@ -7,7 +9,8 @@
  * one, the weights transformed per row block and shared (Note [Winograd
  * weights]), 1 thread against 2 (bitwise); the input gradient's form
  * (the weight read flipped) against the flipped copy (bitwise); the
- * convolutions it declines; and how a NaN or an infinity spreads. Skipped where the CPU lacks AVX-512. */
+ * convolutions it declines; and how a NaN or an infinity spreads. Each
+ * level is skipped where the CPU lacks it. */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -25,7 +28,8 @@ static const wcase cases[] = {
     {16, 64, 16, 16, 64, 1, 1, true, true, true, true},   /* resnet18 layer1: rows of 8 */
     {16, 24, 8, 8, 13, 1, 1, true, true, false, true},    /* rows of 4, O off the tile */
     {16, 40, 4, 4, 24, 1, 1, false, true, true, false},   /* rows of 2, 4 images a vector */
-    {3, 5, 9, 11, 11, 1, 1, true, false, true, true},     /* odd sizes: rows of 5, 6 (gathers) */
+    {8, 5, 9, 9, 11, 1, 1, true, false, true, true},      /* 9x9: rows of 5 tiles (gathers) */
+    {2, 6, 7, 12, 10, 1, 1, true, true, true, true},      /* 7x12: rows of 6 (runs of 2) */
     {2, 7, 13, 33, 9, 0, 0, false, false, false, false},  /* no padding: 11 x 31, rows of 16 */
     {2, 6, 10, 10, 8, 2, 2, true, true, true, false},     /* padding 2: 12 x 12 */
     {1, 8, 64, 64, 16, 1, 1, false, true, false, true},   /* many blocks for one image */
@@ -69,14 +73,18 @@ static void reference(const win_geom *g, const float *x, const float *w, const f
         }
 }
 
-/* Every case at 1 and 2 threads: within 2e-6 of the largest output of
- * the double convolution (seen: 1.1e-7 to 6.3e-7, where the direct tiles
- * of conv_avx512.c were 1.4e-7 to 1.1e-6: each point sums C products, not
- * 9 C), the same bits at both thread counts. */
-TEST(conv2d_winograd_equals_direct_in_double) {
-  if (core_cpu_max_level() < CORE_CPU_AVX512) return; /* nothing to test on this CPU */
+typedef int (*wino_kernel)(const win_geom *, const float *, const float *, const conv_epilogue *,
+                           float *);
+
+/* Every case at 1 and 2 threads through kern at level: within 2e-6 of
+ * the largest output of the double convolution (seen at AVX-512: 1.1e-7
+ * to 6.3e-7, where the direct tiles of conv_avx512.c were 1.4e-7 to
+ * 1.1e-6: each point sums C products, not 9 C), the same bits at both
+ * thread counts; with prev (the other level's outputs, case after case,
+ * or NULL), the same bits as prev. */
+static void check_level(int level, wino_kernel kern, float **prev, float **mine) {
   int saved = core_cpu_level();
-  core_cpu_set_level(CORE_CPU_AVX512);
+  core_cpu_set_level(level);
   unsigned seed = 3;
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     const wcase *c = &cases[k];
@@ -86,6 +94,7 @@ TEST(conv2d_winograd_equals_direct_in_double) {
     float *x = malloc(nx * 4), *w = malloc(nw * 4), *res = malloc(no * 4);
     float *ch = malloc((size_t)c->O * 8), *o1 = malloc(no * 4), *o2 = malloc(no * 4);
     double *y = malloc(no * sizeof *y);
+    mine[k] = o1;
     CHECK(x && w && res && ch && o1 && o2 && y);
     if (!(x && w && res && ch && o1 && o2 && y)) goto next;
     for (size_t i = 0; i < nx; i++) x[i] = frand(&seed);
@@ -100,28 +109,42 @@ TEST(conv2d_winograd_equals_direct_in_double) {
     for (size_t i = 0; i < no; i++) o1[i] = o2[i] = NAN; /* every output must be written */
     int nt = omp_get_max_threads();
     omp_set_num_threads(1);
-    int rc1 = op_conv_winograd_avx512(&g, x, w, &ep, o1);
+    int rc1 = kern(&g, x, w, &ep, o1);
     omp_set_num_threads(2);
-    int rc2 = op_conv_winograd_avx512(&g, x, w, &ep, o2);
+    int rc2 = kern(&g, x, w, &ep, o2);
     omp_set_num_threads(nt);
-    CHECK_MSG(rc1 == 1 && rc2 == 1, "case %zu: rc %d %d", k, rc1, rc2);
+    CHECK_MSG(rc1 == 1 && rc2 == 1, "level %d case %zu: rc %d %d", level, k, rc1, rc2);
     double big = 1e-30, worst = 0;
     for (size_t i = 0; i < no; i++) big = fmax(big, fabs(y[i]));
-    int bad = 0, diff = 0;
+    int bad = 0, diff = 0, other = 0;
     for (size_t i = 0; i < no; i++) {
       double e = fabs(o1[i] - y[i]);
       worst = e > worst || isnan(e) ? (isnan(e) ? INFINITY : e) : worst;
       bad += !(e <= 2e-6 * big);
       diff += memcmp(&o1[i], &o2[i], 4) != 0;
+      other += prev && prev[k] && memcmp(&o1[i], &prev[k][i], 4) != 0;
     }
-      CHECK_MSG(bad == 0 && diff == 0,
-              "case %zu: %d off the double conv (worst %.3g of %.3g), %d differ between 1 and 2 "
-              "threads",
-              k, bad, worst, big, diff);
+    CHECK_MSG(bad == 0 && diff == 0 && other == 0,
+              "level %d case %zu: %d off the double conv (worst %.3g of %.3g), %d differ between "
+              "1 and 2 threads, %d from the other level",
+              level, k, bad, worst, big, diff, other);
   next:
-    free(x), free(w), free(res), free(ch), free(o1), free(o2), free(y);
+    free(x), free(w), free(res), free(ch), free(o2), free(y);
   }
   core_cpu_set_level(saved);
+}
+
+enum { NCASES = sizeof cases / sizeof *cases };
+
+/* At AVX-512 and at AVX2 (each where the CPU has it), and the two levels
+ * bitwise the same (Note [Winograd at AVX2]). */
+TEST(conv2d_winograd_equals_direct_in_double_at_each_level) {
+  float *o512[NCASES] = {0}, *o256[NCASES] = {0};
+  if (core_cpu_max_level() >= CORE_CPU_AVX512)
+    check_level(CORE_CPU_AVX512, op_conv_winograd_avx512, NULL, o512);
+  if (core_cpu_max_level() >= CORE_CPU_AVX2)
+    check_level(CORE_CPU_AVX2, op_conv_winograd_avx2, o512, o256);
+  for (int k = 0; k < NCASES; k++) free(o512[k]), free(o256[k]);
 }
 
 /* The input gradient's form (op_conv_winograd_avx512_flipped, the weight
@@ -208,6 +231,13 @@ TEST(conv2d_winograd_declines_what_it_does_not_compute) {
   op_conv_implicit = true;
   core_cpu_set_level(CORE_CPU_AVX2);
   CHECK_EQ_INT(op_conv_winograd_avx512(&base, x, w, NULL, out), 0);
+  CHECK_EQ_INT(op_conv_winograd_avx2(&base, x, w, NULL, out), 1);
+  g = base, g.sh = g.sw = 2, g.OH = g.OW = 8;
+  CHECK_EQ_INT(op_conv_winograd_avx2(&g, x, w, NULL, out), 0);
+  core_cpu_set_level(CORE_CPU_AVX512);
+  CHECK_EQ_INT(op_conv_winograd_avx2(&base, x, w, NULL, out), 0);
+  core_cpu_set_level(CORE_CPU_BASELINE);
+  CHECK_EQ_INT(op_conv_winograd_avx2(&base, x, w, NULL, out), 0);
 done:
   free(x), free(w), free(out);
   core_cpu_set_level(saved);
