@@ -147,7 +147,7 @@ typedef struct op_wino_level {
 } op_wino_level;
 
 /* The level-independent driver (Note [Winograd weights] in
- * conv_winograd.c): blocks, threads, the shared weights. Returns 1, or
+ * conv_winograd_plan.c): blocks, threads, the shared weights. Returns 1, or
  * KILN_ERR_NOMEM (error set; out unspecified). g must pass
  * op_conv_winograd_applies. */
 int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, const float *w,

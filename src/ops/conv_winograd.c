@@ -12,7 +12,8 @@
  * channels c, the products at each point xi are a GEMM
  *     M_xi[o, t] = sum_c U_xi[o, c] V_xi[c, t]
  * over the tiles t = (n, th, tw) of the batch, with U = G g G^T (the
- * weights, Note [Winograd weights]) and V = B^T d B (the input). Here:
+ * weights, Note [Winograd weights] in conv_winograd_plan.c) and V =
+ * B^T d B (the input). Here:
  * - Threads take equal shares of 32-tile units (Note [Balanced position
  *   blocks]), cut into blocks whose 16 transformed panels V_xi [C][32]
  *   stay in the L2 (256 KiB). A block's input patches are read 16 tiles
@@ -66,7 +67,7 @@ typedef op_wino_run wino_job; /* conv.h: the convolution the block computes */
 
 /* A block of nt tiles [t0, t0 + nt) and its lanes' tables. */
 typedef struct wino_block {
-  int64_t t0, nt, nv, np; /* nv = ceil(nt / 16) vectors, np = ceil(nt / 32) panels */
+  int64_t nv, np;         /* nv = ceil(nt / 16) vectors, np = ceil(nt / 32) panels */
   op_wino_tab tab;        /* the lanes' offsets, masks and runs (op_wino_tables) */
   float *v;               /* [XI][np][C][32] transformed input panels */
   float *m;               /* [np][MR][XI][32] one row block's GEMM sums */
@@ -119,7 +120,7 @@ static void transform_weights(const wino_job *j, int64_t o0, int64_t p0, int64_t
 
 /* Fills b's tables for tiles [t0, t0 + nt). */
 static void block_tables(const wino_job *j, wino_block *b, int64_t t0, int64_t nt) {
-  b->t0 = t0, b->nt = nt, b->nv = (nt + 15) / 16, b->np = (nt + 31) / 32;
+  b->nv = (nt + 15) / 16, b->np = (nt + 31) / 32;
   op_wino_tables(j->g, t0, nt, 16, &b->tab);
 }
 

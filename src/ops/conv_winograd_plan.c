@@ -80,7 +80,13 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
                    .L = g->OH * g->OW, .nc = nc};
   double work = (double)T * (double)OC * 16;
   int nt = omp_in_parallel() || work < 64.0 * 64 * 64 ? 1 : omp_get_max_threads();
-  /* Note [Winograd weights]: shared when a thread has more than one block */
+  /* Note [Winograd weights]: U_xi = G g G^T, 16 floats per 3x3 kernel,
+   * is made on each call (the weights change between training steps). A
+   * thread with one block transforms each row block's weights as it goes,
+   * into L1; with more, they are transformed once into u [16][O][C],
+   * shared (each thread redoing them per block cost 20% at resnet18's 8x8
+   * stage; writing u, 4 MiB at its 4x4 stage, cost more than the
+   * transform when each thread has one block). */
   int64_t units = (T + U - 1) / U, per = (units + nt - 1) / nt, ub = nc / U;
   size_t ubytes = 0;
   float *u = NULL;
