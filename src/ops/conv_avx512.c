@@ -256,24 +256,8 @@ static void tile(const conv_job *j, const conv_block *b, int64_t o0, int mr, int
   int64_t K = j->K;
   const float *a[MR];
   for (int i = 0; i < MR; i++) a[i] = j->w + (o0 + (i < mr ? i : mr - 1)) * K;
-  const float *bp = b->bp + jp * K * NR;
   __m512 acc[MR][2];
-  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
-              *a6 = a[6], *a7 = a[7];
-  for (int64_t k = 0; k < K; k++) {
-    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
-#define ROW(i, p)                                                        \
-  do {                                                                   \
-    __m512 ai = _mm512_set1_ps(p[k]);                                    \
-    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
-    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
-  } while (0)
-    ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3);
-    ROW(4, a4); ROW(5, a5); ROW(6, a6); ROW(7, a7);
-#undef ROW
-    bp += NR;
-  }
+  op_tile8x32_ps(a, b->bp + jp * K * NR, K, acc);
   tile_put(j, b, o0, mr, jp, acc);
 }
 

@@ -199,28 +199,13 @@ static void transform_input(const wino_job *j, wino_block *b) {
 }
 
 /* dst[i][xi][32] (rows i < mr, XI NR floats apart) = sum over k < C of
- * a[i][k] bp[k][32]: the 8 x 32 register tile of conv_avx512.c. Not
+ * a[i][k] bp[k][32]: the AVX-512 conv tile (simd512.h). Not
  * inlined: inside the block loop GCC kept the 8 row pointers in vector
  * registers and on the stack. */
 static __attribute__((noinline)) void gemm_tile(const float *const a[MR], const float *bp,
                                                 int64_t C, float *dst, int mr) {
   __m512 acc[MR][2];
-  for (int i = 0; i < MR; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
-              *a6 = a[6], *a7 = a[7];
-  for (int64_t k = 0; k < C; k++) {
-    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
-#define ROW(i, p)                                                        \
-  do {                                                                   \
-    __m512 ai = _mm512_set1_ps(p[k]);                                    \
-    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
-    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
-  } while (0)
-    ROW(0, a0); ROW(1, a1); ROW(2, a2); ROW(3, a3);
-    ROW(4, a4); ROW(5, a5); ROW(6, a6); ROW(7, a7);
-#undef ROW
-    bp += NR;
-  }
+  op_tile8x32_ps(a, bp, C, acc);
   for (int i = 0; i < mr; i++) {
     _mm512_store_ps(dst + i * XI * NR, acc[i][0]);
     _mm512_store_ps(dst + i * XI * NR + 16, acc[i][1]);

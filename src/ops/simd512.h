@@ -43,4 +43,28 @@ static inline void op_transpose16_ps(__m512 r[16]) {
     }
 }
 
+/* acc[i][h] = sum over k < K of a[i][k] bp[32 k + 16 h ...]: the 8 x 32
+ * register tile of the AVX-512 conv kernels (conv_avx512.c's forward,
+ * conv_winograd.c's GEMMs), each sum from zero by one FMA per k in order;
+ * bp advances 32 floats a k. */
+static inline void op_tile8x32_ps(const float *const a[8], const float *bp, int64_t K,
+                                  __m512 acc[8][2]) {
+  for (int i = 0; i < 8; i++) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5],
+              *a6 = a[6], *a7 = a[7];
+  for (int64_t k = 0; k < K; k++) {
+    __m512 b0 = _mm512_load_ps(bp), b1 = _mm512_load_ps(bp + 16);
+#define OP_TILE_ROW(i, p)                                                \
+  do {                                                                   \
+    __m512 ai = _mm512_set1_ps(p[k]);                                    \
+    acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);                      \
+    acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);                      \
+  } while (0)
+    OP_TILE_ROW(0, a0); OP_TILE_ROW(1, a1); OP_TILE_ROW(2, a2); OP_TILE_ROW(3, a3);
+    OP_TILE_ROW(4, a4); OP_TILE_ROW(5, a5); OP_TILE_ROW(6, a6); OP_TILE_ROW(7, a7);
+#undef OP_TILE_ROW
+    bp += 32;
+  }
+}
+
 #endif
