@@ -119,7 +119,7 @@ static int ivalue_to_exec(const ir_ivalue *iv, exec_value *out) {
   case IR_IV_FLOAT: *out = (exec_value){.tag = EXEC_V_FLOAT, .f = iv->f}; return 0;
   case IR_IV_BOOL: *out = (exec_value){.tag = EXEC_V_BOOL, .b = iv->b}; return 0;
   case IR_IV_STR:
-    *out = (exec_value){.tag = EXEC_V_STR, .s = core_strdup(iv->s)};
+    *out = (exec_value){.tag = EXEC_V_STR, .s = exec_str_dup(iv->s)};
     return out->s ? 0 : KILN_ERR_NOMEM;
   default: {
     int n = iv->items.n;
@@ -170,7 +170,7 @@ int exec_constant_value(const ir_node *n, exec_value *out) {
   case IR_CONST_STR:
   case IR_CONST_DEVICE:
     *out = (exec_value){.tag = c.tag == IR_CONST_DEVICE ? EXEC_V_DEVICE : EXEC_V_STR,
-                        .s = core_strdup(c.s)};
+                        .s = exec_str_dup(c.s)};
     return out->s ? 0 : KILN_ERR_NOMEM;
   case IR_CONST_INTS: return make_list(c.n, int_item, &c, out);
   case IR_CONST_BOOLS: return make_list(c.n, bool_item, &c, out);

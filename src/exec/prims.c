@@ -113,7 +113,7 @@ static int p_num_to_tensor(const exec_instr *x, exec_value *in, exec_value *out)
 
 static int p_device(const exec_instr *x, exec_value *in, exec_value *out) {
   if (need_tensor(x, &in[0]) < 0) return -1;
-  out[0] = (exec_value){.tag = EXEC_V_DEVICE, .s = core_strdup("cpu")};
+  out[0] = (exec_value){.tag = EXEC_V_DEVICE, .s = exec_str_dup("cpu")};
   return out[0].s ? 0 : KILN_ERR_NOMEM;
 }
 
@@ -354,7 +354,7 @@ static size_t value_str(const exec_value *v, char *buf, size_t n) {
 static int p_str(const exec_instr *x, exec_value *in, exec_value *out) {
   char buf[1024];
   value_str(&in[0], buf, sizeof buf);
-  out[0] = (exec_value){.tag = EXEC_V_STR, .s = core_strdup(buf)};
+  out[0] = (exec_value){.tag = EXEC_V_STR, .s = exec_str_dup(buf)};
   return out[0].s ? 0 : KILN_ERR_NOMEM;
 }
 
@@ -372,7 +372,7 @@ static int p_format(const exec_instr *x, exec_value *in, exec_value *out) {
     }
   }
   buf[k < sizeof buf ? k : sizeof buf - 1] = 0;
-  out[0] = (exec_value){.tag = EXEC_V_STR, .s = core_strdup(buf)};
+  out[0] = (exec_value){.tag = EXEC_V_STR, .s = exec_str_dup(buf)};
   return out[0].s ? 0 : KILN_ERR_NOMEM;
 }
 
@@ -386,7 +386,7 @@ static int p_device_from_str(const exec_instr *x, exec_value *in, exec_value *ou
   if (strcmp(in[0].s, "cpu") != 0)
     return core_error(KILN_ERR_UNSUPPORTED, "%s: device '%s' is not supported (only cpu)",
                       x->name, in[0].s);
-  out[0] = (exec_value){.tag = EXEC_V_DEVICE, .s = core_strdup("cpu")};
+  out[0] = (exec_value){.tag = EXEC_V_DEVICE, .s = exec_str_dup("cpu")};
   return out[0].s ? 0 : KILN_ERR_NOMEM;
 }
 
@@ -395,7 +395,7 @@ static int p_device_from_str(const exec_instr *x, exec_value *in, exec_value *ou
 static int concat(const exec_instr *x, exec_value *in, exec_value *out) {
   if (in[0].tag == EXEC_V_STR && in[1].tag == EXEC_V_STR) {
     size_t a = strlen(in[0].s), b = strlen(in[1].s);
-    char *s = core_alloc(a + b + 1);
+    char *s = a <= SIZE_MAX / 2 && b <= SIZE_MAX / 2 ? exec_str_alloc(a + b) : NULL;
     if (!s) return KILN_ERR_NOMEM;
     memcpy(s, in[0].s, a);
     memcpy(s + a, in[1].s, b + 1);

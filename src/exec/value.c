@@ -1,8 +1,49 @@
 /* src/exec/value.c: interpreter values: copy, clear, lists, and viewing a
  * value as an op argument. */
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "value.h"
+
+/* Note [Shared strings]: a string value's bytes follow a reference count,
+ * so copying a value (a register move, a constant loaded, a list item
+ * read) only counts one more reference and never allocates. A copy that
+ * could fail would have to be checked at every move; before, a failed copy
+ * became None and the program went on with it (aten::div's rounding_mode
+ * "floor" read as None: true division; found by the OpInfo allocation
+ * sweep, tests/ops/test_opinfo.c). */
+typedef struct str_head {
+  alignas(max_align_t) atomic_int refs;
+} str_head;
+
+static str_head *str_head_of(const char *s) { return (str_head *)(void *)(s - sizeof(str_head)); }
+
+char *exec_str_alloc(size_t n) {
+  if (n > SIZE_MAX - sizeof(str_head) - 1) {
+    core_error(KILN_ERR_NOMEM, "out of memory: a string of %zu bytes", n);
+    return NULL;
+  }
+  str_head *h = core_alloc(sizeof(str_head) + n + 1);
+  if (!h) return NULL;
+  atomic_init(&h->refs, 1);
+  char *s = (char *)(h + 1);
+  s[n] = 0;
+  return s;
+}
+
+char *exec_str_dup(const char *s) {
+  size_t n = strlen(s);
+  char *r = exec_str_alloc(n);
+  if (r) memcpy(r, s, n);
+  return r;
+}
+
+static void str_release(char *s) {
+  if (s && atomic_fetch_sub_explicit(&str_head_of(s)->refs, 1, memory_order_acq_rel) == 1)
+    core_free(str_head_of(s));
+}
 
 static void list_release(exec_list *l) {
   if (!l || --l->refcount > 0) return;
@@ -18,7 +59,7 @@ void exec_value_clear(exec_value *v) {
   switch (v->tag) {
   case EXEC_V_TENSOR: kiln_release(v->t); break;
   case EXEC_V_STR:
-  case EXEC_V_DEVICE: core_free(v->s); break;
+  case EXEC_V_DEVICE: str_release(v->s); break;
   case EXEC_V_LIST:
   case EXEC_V_TUPLE: list_release(v->list); break;
   default: break;
@@ -32,8 +73,7 @@ exec_value exec_value_copy(const exec_value *v) {
   case EXEC_V_TENSOR: kiln_retain(v->t); break;
   case EXEC_V_STR:
   case EXEC_V_DEVICE:
-    r.s = core_strdup(v->s);
-    if (!r.s) r.tag = EXEC_V_NONE;
+    atomic_fetch_add_explicit(&str_head_of(v->s)->refs, 1, memory_order_relaxed);
     break;
   case EXEC_V_LIST:
   case EXEC_V_TUPLE: v->list->refcount++; break;

@@ -27,7 +27,7 @@ typedef struct exec_value {
     int64_t i;
     double f;
     bool b;
-    char *s;          /* owned */
+    char *s;          /* owned reference (exec_str_alloc; Note [Shared strings]) */
     exec_list *list;  /* owned reference (LIST and TUPLE) */
     void *obj;
   };
@@ -46,8 +46,15 @@ struct exec_list {
 
 /* Releases what v owns and sets it to None. */
 void exec_value_clear(exec_value *v);
-/* A copy holding its own references. */
+/* A copy holding its own references; never fails (nothing is allocated:
+ * tensors, strings and lists are shared and counted). */
 exec_value exec_value_copy(const exec_value *v);
+/* A string value's bytes (n of them, then a 0 the caller need not write),
+ * owned by the caller as one reference, released by exec_value_clear of a
+ * STR or DEVICE value holding it. NULL (error set) on OOM. */
+char *exec_str_alloc(size_t n);
+/* exec_str_alloc(strlen(s)) holding a copy of s. */
+char *exec_str_dup(const char *s);
 /* A new list/tuple value of n items (copied). NONE tag on OOM. */
 exec_value exec_list_make(exec_tag tag, const exec_value *items, int n);
 /* Borrowed op_val view of v for op_call. Int lists and tensor lists are

@@ -52,6 +52,7 @@ static kiln_tensor *source_index(kiln_tensor *c, int64_t n, int pad, bool ac) {
  * tensors), 0 outside; times w [N, L] */
 static kiln_tensor *corner(kiln_tensor *flat, kiln_tensor *ix, kiln_tensor *iy, kiln_tensor *w,
                            int64_t H, int64_t W) {
+  if (!w) return NULL;
   kiln_tensor *okx = kiln_mul(kiln_ge(ix, kiln_scalar(0, ix->dtype)),
                               kiln_le(ix, kiln_scalar((double)(W - 1), ix->dtype)));
   kiln_tensor *oky = kiln_mul(kiln_ge(iy, kiln_scalar(0, iy->dtype)),

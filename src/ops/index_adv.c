@@ -47,7 +47,7 @@ static int mask_coords(const char *fn, kiln_tensor *mask, kiln_tensor **out) {
   size_t bytes;
   if (__builtin_mul_overflow((size_t)cnt, (size_t)(m->ndim ? m->ndim : 1) * sizeof(int64_t), &bytes) ||
       !(buf = core_alloc(bytes ? bytes : 1)))
-    return core_error(KILN_ERR_NOMEM, "%s: no memory for %lld mask coordinates", fn, (long long)cnt);
+    return core_error(KILN_ERR_NOMEM, "%s: out of memory for %lld mask coordinates", fn, (long long)cnt);
   int64_t k = 0;
   for (int64_t i = 0; i < n; i++) {
     if (!p[i]) continue;

@@ -493,7 +493,8 @@ int op_index_reduce_decompose(const op_val *a, int n, kiln_tensor **outs, int ma
   int64_t flat = -1, len = core_numel(ix->ndim, ix->shape);
   if (ix->ndim > 1)
     return core_error(KILN_ERR_INVALID, "%s: Index is supposed to be a vector", fn);
-  if (!xv || !sv || sv->ndim != xv->ndim || sv->shape[dim] != len)
+  if (!xv || !sv) return op_failed_status();
+  if (sv->ndim != xv->ndim || sv->shape[dim] != len)
     return core_error(KILN_ERR_INVALID, "%s: Index should have the same number of elements as "
                       "dimension %d of source, and source the same number of dims as self", fn,
                       dim);

@@ -160,9 +160,12 @@ int op_nanquantile_scalar_decompose(const op_val *a, int n, kiln_tensor **outs, 
 /* ---- histc, bincount ------------------------------------------------------------ */
 
 /* A number read from a (0-d) tensor, syncing a lazy one; NAN on failure. */
-static double item(kiln_tensor *t) {
-  double v;
-  return t && kiln_item(t, &v) == 0 ? v : NAN;
+/* *v = the value of one-element t; < 0 (error set) when t is NULL (a
+ * failed reduction) or cannot be read (a lazy one whose sync failed). */
+static int item(kiln_tensor *t, double *v) {
+  if (!t) return op_failed_status();
+  int rc = kiln_item(t, v);
+  return rc < 0 ? rc : 0;
 }
 
 /* histc(self, bins=100, min=0, max=0): min == max takes the data's range
@@ -184,9 +187,10 @@ int op_histc_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   double lo = op_val_is_num(&a[2]) ? op_val_num(&a[2]) : 0, hi = op_val_is_num(&a[3]) ? op_val_num(&a[3]) : 0;
   if (lo == hi && core_numel(x->ndim, x->shape) > 0) {
     kiln_no_grad_begin();
-    lo = item(kiln_amin(x, NULL, 0, false));
-    hi = item(kiln_amax(x, NULL, 0, false));
+    rc = item(kiln_amin(x, NULL, 0, false), &lo);
+    if (rc == 0) rc = item(kiln_amax(x, NULL, 0, false), &hi);
     kiln_no_grad_end();
+    if (rc < 0) return rc; /* not a NaN range: the reduction's error */
   }
   if (lo == hi) {
     lo -= 1;
@@ -235,10 +239,12 @@ int op_bincount_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   int64_t len = minlength;
   kiln_no_grad_begin();
   if (x->shape[0] > 0) {
-    double lo = item(kiln_amin(x, NULL, 0, false)), hi = item(kiln_amax(x, NULL, 0, false));
-    if (isnan(lo) || isnan(hi)) {
+    double lo = 0, hi = 0;
+    rc = item(kiln_amin(x, NULL, 0, false), &lo);
+    if (rc == 0) rc = item(kiln_amax(x, NULL, 0, false), &hi);
+    if (rc < 0) {
       kiln_no_grad_end();
-      return op_failed_status();
+      return rc;
     }
     if (lo < 0) {
       kiln_no_grad_end();

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core.h"
 #include "kiln.h"
 #include "test.h"
 
@@ -183,10 +184,11 @@ static kiln_tensor *cotangent(kiln_tensor *like) {
                               kiln_tensor_dtype(like));
   if (!w) return NULL;
   kiln_tensor *d = kiln_zeros(1, &n, KILN_DTYPE_F64);
+  if (!d) return NULL;
   double *p = kiln_tensor_data(d);
   for (int64_t j = 0; j < n; j++) p[j] = (double)((7 * j) % 11 + 1) / 4.0;
-  if (kiln_copy_(w, kiln_reshape(d, kiln_tensor_ndim(like), kiln_tensor_shape(like))) < 0)
-    return NULL;
+  kiln_tensor *r = kiln_reshape(d, kiln_tensor_ndim(like), kiln_tensor_shape(like));
+  if (!r || kiln_copy_(w, r) < 0) return NULL;
   return w;
 }
 
@@ -236,6 +238,10 @@ static bool check_out(const kiln_value *got, const ref_val *want, char *why, siz
       return false;
     }
     kiln_tensor *t = kiln_tensor_is_lazy(got->t) ? kiln_to_cpu(got->t) : got->t;
+    if (!t) {
+      snprintf(why, nw, "to cpu: %s", kiln_last_error());
+      return false;
+    }
     double tol = is_float(want->dt) ? 1e-4 : 0;
     return close_vals(t, want, tol, tol * 0.1, true, why, nw);
   }
@@ -270,10 +276,12 @@ static kiln_tensor *loss_of(const kiln_value *outs, int n) {
     if (outs[k].kind != KILN_VALUE_TENSOR || !is_float(kiln_tensor_dtype(outs[k].t)) ||
         !kiln_requires_grad(outs[k].t))
       continue;
-    kiln_tensor *w = cotangent(outs[k].t);
-    kiln_tensor *s = kiln_sum(kiln_mul(outs[k].t, w), NULL, 0, false);
+    kiln_tensor *w = cotangent(outs[k].t), *m = w ? kiln_mul(outs[k].t, w) : NULL;
+    kiln_tensor *s = m ? kiln_sum(m, NULL, 0, false) : NULL;
+    if (s && l) s = kiln_to_dtype(s, kiln_tensor_dtype(l));
     if (!s) return NULL;
-    l = l ? kiln_add(l, kiln_to_dtype(s, kiln_tensor_dtype(l))) : s;
+    l = l ? kiln_add(l, s) : s;
+    if (!l) return NULL;
   }
   return l;
 }
@@ -342,9 +350,12 @@ static bool run_mode(const kiln_graph *g, const sample *s, run_opts ro, char *wh
         if (!s->has_grad[i] || !leaves[i]) continue;
         kiln_tensor *gr = kiln_tensor_grad(leaves[i]);
         if (!gr) gr = kiln_zeros(s->in[i].ndim, s->in[i].shape, kiln_tensor_dtype(leaves[i]));
-        if (kiln_tensor_is_lazy(gr)) gr = kiln_to_cpu(gr);
+        if (gr && kiln_tensor_is_lazy(gr)) gr = kiln_to_cpu(gr);
         char w[200];
-        if (!close_vals(gr, &s->grad[i], ro.f64 ? 1e-3 : 1e-3, ro.f64 ? 1e-4 : 1e-4, false, w,
+        if (!gr) {
+          snprintf(why, nw, "grad %d: %s", i, kiln_last_error());
+          ok = false;
+        } else if (!close_vals(gr, &s->grad[i], ro.f64 ? 1e-3 : 1e-3, ro.f64 ? 1e-4 : 1e-4, false, w,
                         sizeof w)) {
           snprintf(why, nw, "grad %d: %s", i, w);
           ok = false;
@@ -585,4 +596,102 @@ TEST(opinfo_coverage) {
             tot_t ? 100.0 * tot_p / tot_t : 0.0, n_samples, note, new_passes, res_path);
   CHECK(tot_t > 400);
   CHECK(regressions == 0);
+}
+
+/* ---- allocation failure --------------------------------------------------------- */
+/* Found by `make fuzz FUZZ_OOM=1` (fuzz_run): grid_sampler's bilinear
+ * corners went on with the NULL of a failed weight product (UBSan: member
+ * access within a null pointer, src/ops/grid_sample.c). The fuzzer had
+ * found such decompositions one at a time; this sweeps them all. The first
+ * sample of every op of the baseline runs in three modes: eagerly, with
+ * gradients when it has them; through the profiling executor, a profiling
+ * call and an optimized one (gradients likewise); on lazy tensors. In each,
+ * allocation k fails, for every k the run reaches: the run gives PyTorch's
+ * values, or fails saying "out of memory". The sweep found, besides
+ * grid_sampler, a string register copy that became None when it failed
+ * (div's rounding_mode, pad's mode: wrong values; Note [Shared strings] in
+ * src/exec/value.c) and histc and index_reduce reporting a failed
+ * reduction as a bad argument. Under `make test SAN=1` ASan and UBSan
+ * watch every point. OPINFO_OOM=a,b limits it to those ops,
+ * OPINFO_OOM_FROM=name starts the list at it, SWEEP_K=k starts each sweep
+ * at allocation k. */
+static const struct {
+  const char *name;
+  run_opts ro;     /* grads: when the sample has them */
+} oom_modes[] = {
+    {"eager", {0, 1, false, true, false}},
+    {"jit", {20, 2, false, true, false}},
+    {"lazy", {0, 1, true, false, false}},
+};
+
+static bool oom_sweep_op(const char *name, int *points, char *why, size_t nw) {
+  char path[512];
+  snprintf(path, sizeof path, DATA "%.400s.txt", name);
+  FILE *f = fopen(path, "r");
+  sample s;
+  bool bad, ok = true;
+  if (!f || !read_sample(f, &s, &bad)) {
+    snprintf(why, nw, "cannot read %s", path);
+    if (f) fclose(f);
+    return false;
+  }
+  fclose(f);
+  kiln_graph *g = kiln_graph_parse(s.graph, strlen(s.graph));
+  if (!g) {
+    snprintf(why, nw, "parse: %s", kiln_last_error());
+    ok = false;
+  }
+  for (size_t m = 0; ok && m < sizeof oom_modes / sizeof *oom_modes; m++) {
+    run_opts ro = oom_modes[m].ro;
+    ro.grads = ro.grads && s.any_grad;
+    char w[400];
+    if (!run_mode(g, &s, ro, w, sizeof w)) {
+      snprintf(why, nw, "%s, the run without failures: %s", oom_modes[m].name, w);
+      ok = false;
+    }
+    for (long k = getenv("SWEEP_K") ? atol(getenv("SWEEP_K")) : 1; ok && k < 100000; k++) {
+      kiln_clear_error();
+      core_alloc_fail_at(k);
+      bool ran = run_mode(g, &s, ro, w, sizeof w);
+      long made = core_alloc_fail_at(0);
+      if (!ran && (made < k || !strstr(w, "out of memory"))) {
+        snprintf(why, nw, "%s, allocation %ld of %ld failing: %s", oom_modes[m].name, k, made, w);
+        ok = false;
+      }
+      if (made < k) break;
+      (*points)++;
+    }
+  }
+  kiln_graph_free(g);
+  sample_clear(&s);
+  return ok;
+}
+
+/* name is one of the comma-separated names of csv */
+static bool in_csv(const char *csv, const char *name) {
+  size_t n = strlen(name);
+  for (const char *p = csv; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+    if (!strncmp(p, name, n) && (p[n] == ',' || !p[n])) return true;
+  return false;
+}
+
+TEST(opinfo_samples_fail_cleanly_at_every_allocation) {
+  FILE *ef = fopen(DATA "expected_pass.txt", "r");
+  CHECK_MSG(ef, "cannot open " DATA "expected_pass.txt");
+  if (!ef) return;
+  const char *only = getenv("OPINFO_OOM"), *from = getenv("OPINFO_OOM_FROM");
+  char line[4096];
+  int ops = 0, points = 0;
+  while (fgets(line, sizeof line, ef)) {
+    line[strcspn(line, "\n")] = 0;
+    if (from && !strcmp(from, line)) from = NULL;
+    if (!line[0] || line[0] == '#' || (only && !in_csv(only, line)) || from) continue;
+    char why[600];
+    if (!oom_sweep_op(line, &points, why, sizeof why))
+      test_fail(__FILE__, __LINE__, "%s: %s", line, why);
+    ops++;
+  }
+  fclose(ef);
+  test_note("%d ops, %d failure points", ops, points);
+  CHECK(only || getenv("OPINFO_OOM_FROM") || ops > 300);
 }
