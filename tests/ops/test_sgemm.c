@@ -86,6 +86,9 @@ TEST(sgemm_native_matches_double_loop) {
                                       /* Note [Direct A panels]: attention's shapes, two
                                        * row blocks of direct panels over two K slices */
                                       {128, 32, 128}, {128, 128, 32}, {150, 64, 300},
+                                      /* up to 8 column panels read A directly: the
+                                       * MLP's x @ W^T per thread, 7 panels + a tail */
+                                      {128, 256, 300}, {150, 200, 300},
                                       /* Note [Partial panels]: a last panel of 3, 4, 10
                                        * rows (attention's 64 x 64 x 64 per head) */
                                       {3, 33, 5},     {64, 64, 64},   {22, 40, 30}};
