@@ -114,6 +114,44 @@ TEST(sgemm_native_matches_double_loop) {
 
 /* Through kiln_mm at the default thread count: the product is split into
  * row or column slices of whole panels (Note [BLAS threads]). */
+/* Note [Threaded GEMV]: batch-1 products from 256 x 256 are split into
+ * slices at the default thread count: x @ W^T, x @ W and W @ v, each
+ * against a double loop (a slice that read the wrong rows of W, or
+ * wrote the wrong part of y, shows). */
+TEST(sgemv_threaded_slices_match_double_loop) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(5);
+  static const int64_t dims[][2] = {{784, 256}, {256, 256}, {300, 97}};
+  for (int s = 0; s < 3; s++) {
+    int64_t K = dims[s][0], N = dims[s][1];
+    kiln_tensor *x = kiln_randn(2, (int64_t[]){1, K}, KILN_DTYPE_F32, g);
+    kiln_tensor *w = kiln_randn(2, (int64_t[]){N, K}, KILN_DTYPE_F32, g);
+    kiln_tensor *wt = kiln_contiguous(kiln_t(w));
+    kiln_tensor *got[3] = {kiln_mm(x, kiln_t(w)), kiln_mm(x, wt), kiln_mm(w, kiln_t(x))};
+    const float *px = core_data(x), *pw = core_data(w);
+    for (int v = 0; v < 3; v++) {
+      CHECK_MSG(got[v], "[%lld, %lld] variant %d: %s", (long long)K, (long long)N, v,
+                kiln_last_error());
+      if (!got[v]) continue;
+      kiln_tensor *c = kiln_contiguous(got[v]);
+      const float *pc = core_data(c);
+      int bad = 0;
+      for (int64_t j = 0; j < N; j++) {
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          want += (double)px[k] * pw[j * K + k];
+          mag += fabs((double)px[k] * pw[j * K + k]);
+        }
+        if (!(fabs(pc[j] - want) <= 1e-6 * mag + 1e-30) && bad++ < 3)
+          test_fail(__FILE__, __LINE__, "[%lld, %lld] variant %d: y[%lld] = %.9g, want %.9g",
+                    (long long)K, (long long)N, v, (long long)j, pc[j], want);
+      }
+    }
+  }
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
 TEST(sgemm_threaded_slices_match_double_loop) {
   kiln_scope_begin();
   kiln_generator *g = kiln_generator_new(3);
