@@ -159,9 +159,9 @@ int op_nanquantile_scalar_decompose(const op_val *a, int n, kiln_tensor **outs, 
 
 /* ---- histc, bincount ------------------------------------------------------------ */
 
-/* A number read from a (0-d) tensor, syncing a lazy one; NAN on failure. */
-/* *v = the value of one-element t; < 0 (error set) when t is NULL (a
- * failed reduction) or cannot be read (a lazy one whose sync failed). */
+/* *v = the value of one-element t, syncing a lazy one; < 0 (error set)
+ * when t is NULL (a failed reduction) or cannot be read (a lazy one whose
+ * sync failed). */
 static int item(kiln_tensor *t, double *v) {
   if (!t) return op_failed_status();
   int rc = kiln_item(t, v);

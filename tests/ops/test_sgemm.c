@@ -112,12 +112,10 @@ TEST(sgemm_native_matches_double_loop) {
   test_note("%d products at levels avx2..%s", runs, core_cpu_level_name(max));
 }
 
-/* Through kiln_mm at the default thread count: the product is split into
- * row or column slices of whole panels (Note [BLAS threads]). */
 /* Note [Threaded GEMV]: batch-1 products from 256 x 256 are split into
  * slices at the default thread count: x @ W^T, x @ W and W @ v, each
  * against a double loop (a slice that read the wrong rows of W, or
- * wrote the wrong part of y, shows). */
+ * wrote the wrong part of y, shows); 300 x 97 stays on one thread. */
 TEST(sgemv_threaded_slices_match_double_loop) {
   kiln_scope_begin();
   kiln_generator *g = kiln_generator_new(5);
@@ -152,6 +150,8 @@ TEST(sgemv_threaded_slices_match_double_loop) {
   kiln_scope_end();
 }
 
+/* Through kiln_mm at the default thread count: the product is split into
+ * row or column slices of whole panels (Note [BLAS threads]). */
 TEST(sgemm_threaded_slices_match_double_loop) {
   kiln_scope_begin();
   kiln_generator *g = kiln_generator_new(3);
