@@ -1,5 +1,5 @@
 # kiln: one GNU Makefile. Targets: all, test, test SAN=1, test TSAN=1, test-python,
-# test-mpi, bench, bench-compare, check, run, fuzz, coverage, install, uninstall,
+# test-mpi, bench, bench-compare, check, run, fuzz, fuzz-sweep, coverage, install, uninstall,
 # clean. Objects go to build/ (build-san/ for SAN=1, build-tsan/ for TSAN=1,
 # build-mpi/ for MPI=1, build-cov/ for make coverage).
 PREFIX ?= /usr/local
@@ -95,7 +95,7 @@ SO_REAL := libkiln.so.$(VERSION)
 
 .PHONY: test-mpi
 .PHONY: all test test-python bench check run install uninstall clean deps deps-test bench-compare fuzz coverage \
-        fuzz-run FORCE
+        fuzz-run fuzz-sweep fuzz-sweep-run FORCE
 
 all: $(BUILD)/libkiln.a $(BUILD)/$(SO_REAL) $(BUILD)/kiln $(BUILD)/logreg
 
@@ -238,6 +238,22 @@ fuzz-run: $(FUZZ_TARGETS:%=$(BUILD)/fuzz_%)
 	    2>&1 | grep -E "^#[0-9]+.*DONE|stat::number_of_executed_units|ERROR|SUMMARY|Test unit" ; \
 	  [ -z "$$(ls $(BUILD)/$$t-* 2>/dev/null)" ] || { echo "fuzz: $$t crashed: $$(ls $(BUILD)/$$t-*)"; exit 1; }; \
 	done
+
+# Allocation-failure sweep (fuzz/fuzz_oom.h, KILN_FUZZ_OOM=all): each
+# target of FUZZ_SWEEP_TARGETS runs over its seed files, each file once per
+# allocation it makes with that allocation failing; a crash, a sanitizer
+# report or a failure without a message fails the target (its log is
+# build-fuzz/sweep-TARGET.log).
+FUZZ_SWEEP_TARGETS ?= cli npy safetensors idx checkpoint lazy
+fuzz-sweep:
+	@sh scripts/deps.sh --fuzz
+	$(MAKE) FUZZ=1 fuzz-sweep-run
+
+fuzz-sweep-run: $(FUZZ_SWEEP_TARGETS:%=$(BUILD)/fuzz_%)
+	@$(foreach t,$(FUZZ_SWEEP_TARGETS),echo "fuzz-sweep: $(t) over $$(find $(FUZZ_SEEDS_$(t)) -type f | wc -l) seeds" && \
+	  { find $(FUZZ_SEEDS_$(t)) -type f | sort | KILN_FUZZ_OOM=all xargs ./$(BUILD)/fuzz_$(t) -timeout=600 \
+	      -rss_limit_mb=4096 > $(BUILD)/sweep-$(t).log 2>&1 || \
+	    { tail -40 $(BUILD)/sweep-$(t).log; echo "fuzz-sweep: $(t) failed"; exit 1; }; } && ) true
 
 # Coverage (gcov + lcov): an instrumented build in build-cov/, make test's
 # suite on it, then line and branch coverage per layer and overall

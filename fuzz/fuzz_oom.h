@@ -11,13 +11,20 @@
  * a target's checks of values (round trips, lazy equal to eager) are off,
  * its checks that a failure says why stay on, and so does ASan's watch
  * for crashes, use after free and leaks; a run that fails must leave a
- * message (abort() otherwise). */
+ * message (abort() otherwise).
+ *
+ * With KILN_FUZZ_OOM=all (`make fuzz-sweep`) each input instead runs once
+ * per allocation it makes, with allocation N failing for every N in 1..M:
+ * the sweep the random N only samples. It is meant for running a target
+ * over its seed files (libFuzzer runs each file named on its command line
+ * once), not for fuzzing. */
 #ifndef KILN_FUZZ_OOM_H
 #define KILN_FUZZ_OOM_H
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/core.h"
 #include "kiln.h"
@@ -54,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static int mode = -1;
   if (mode < 0) {
     const char *e = getenv("KILN_FUZZ_OOM");
-    mode = e && *e && *e != '0';
+    mode = !e || !*e || *e == '0' ? 0 : strcmp(e, "all") == 0 ? 2 : 1;
     fuzz_check_no_free_lists();
   }
   if (!mode) {
@@ -67,13 +74,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (m <= 0) return 0;
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < size; i++) h = (h ^ data[i]) * 0x100000001b3ull;
-  kiln_clear_error();
-  core_alloc_fail_at(1 + (long)(h % (uint64_t)m));
-  fuzz_oom = true;
-  int rc = fuzz_one(data, size);
-  fuzz_oom = false;
-  core_alloc_fail_at(0);
-  if (rc < 0 && !kiln_last_error()[0]) abort(); /* a failure says why */
+  long first = mode == 2 ? 1 : 1 + (long)(h % (uint64_t)m), last = mode == 2 ? m : first;
+  for (long n = first; n <= last; n++) {
+    kiln_clear_error();
+    core_alloc_fail_at(n);
+    fuzz_oom = true;
+    int rc = fuzz_one(data, size);
+    fuzz_oom = false;
+    core_alloc_fail_at(0);
+    if (rc < 0 && !kiln_last_error()[0]) { /* a failure says why */
+      /* to fd 2: a target may point the stderr stream elsewhere */
+      dprintf(2, "fuzz: allocation %ld of %ld failed without a message\n", n, m);
+      abort();
+    }
+  }
   return 0;
 }
 
