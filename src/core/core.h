@@ -98,6 +98,7 @@ typedef struct core_storage {
                          [Packed B cache] in src/ops/sgemm_pack_cache.c) */
   uint32_t ag_rebases; /* autograd histories rebased onto this memory (Note
                          [View regeneration] in src/autograd/views.c) */
+  bool frozen;         /* Note [Frozen storage] below */
   size_t nbytes;
   size_t block;    /* bytes of the cached block holding header and data */
   void *data;      /* 64-byte aligned, or NULL for data-less (symbolic) */
@@ -105,6 +106,20 @@ typedef struct core_storage {
   void (*release)(void *ctx);  /* kiln_from_blob's: runs when freed */
   void *release_ctx;
 } core_storage;
+
+/* Note [Frozen storage]: memory no one may write but a lazy graph run it
+ * is donated to. The lazy layer sets `frozen` on device data it owns
+ * alone (kiln_to_lazy's private copy, a run's result that no other tensor
+ * shares: core_storage_freeze) and clears it when it donates the buffer to
+ * a run, before the run (core_storage_thaw). No public call hands out such
+ * memory (a lazy tensor has no data pointer; kiln_to_cpu copies), so a
+ * frozen storage's bytes are fixed while its uid and version are: a cache
+ * may keep what it computed from them across calls and scopes, as the
+ * Winograd weights cache does (Note [Winograd weights cache] in
+ * src/ops/conv_winograd_cache.c). Thawing or freeing a frozen storage calls
+ * core_frozen_drop_hook with its uid, so such caches drop their entries. */
+void core_storage_freeze(core_storage *s);
+void core_storage_thaw(core_storage *s);
 
 struct ag_meta;   /* autograd's per-tensor state (src/autograd) */
 
@@ -133,6 +148,7 @@ struct kiln_tensor {
  *   core_lazy_free_hook: src/lazy/record.c
  *   core_lazy_share_hook: src/lazy/record.c
  *   core_lazy_materialize_hook: src/exec/lazy_sync.c
+ *   core_frozen_drop_hook: src/ops/conv_winograd_cache.c
  *   op_autograd_hook: src/autograd/node.c
  *   op_is_leaf_hook: src/autograd/node.c
  *   op_lazy_hook: src/lazy/record.c
@@ -164,6 +180,9 @@ extern void (*core_lazy_share_hook)(kiln_tensor *dst, const kiln_tensor *src);
 /* exec: the CPU value of a lazy tensor, syncing what it needs (new ref,
  * or NULL with the error set). */
 extern kiln_tensor *(*core_lazy_materialize_hook)(const kiln_tensor *t);
+/* ops: a frozen storage of this uid was thawed or is being freed (Note
+ * [Frozen storage]); drop what was cached from it. Never fails. */
+extern void (*core_frozen_drop_hook)(uint64_t uid);
 
 /* A new contiguous tensor (refcount 1, not registered with any scope).
  * NULL on bad shape or OOM. */

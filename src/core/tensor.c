@@ -11,6 +11,7 @@ void (*core_ag_meta_free_hook)(kiln_tensor *t);
 void (*core_lazy_free_hook)(kiln_tensor *t);
 void (*core_lazy_share_hook)(kiln_tensor *dst, const kiln_tensor *src);
 kiln_tensor *(*core_lazy_materialize_hook)(const kiln_tensor *t);
+void (*core_frozen_drop_hook)(uint64_t uid);
 
 int64_t core_numel(int ndim, const int64_t *shape) {
   int64_t n = 1;
@@ -171,6 +172,7 @@ kiln_tensor *core_tensor_new(int ndim, const int64_t *shape, kiln_dtype dt) {
   s->version = 0;
   s->uid = core_storage_uid();
   s->ag_rebases = 0;
+  s->frozen = false;
   s->nbytes = nbytes;
   s->data = mem + head;
   s->owns_data = false;
@@ -211,8 +213,19 @@ kiln_tensor *core_tensor_meta(int ndim, const int64_t *shape, kiln_dtype dt) {
   return header_new(dt, ndim, shape);
 }
 
+void core_storage_freeze(core_storage *s) {
+  if (s && s->data) s->frozen = true;
+}
+
+void core_storage_thaw(core_storage *s) {
+  if (!s || !s->frozen) return;
+  s->frozen = false;
+  if (core_frozen_drop_hook) core_frozen_drop_hook(s->uid);
+}
+
 void core_storage_release(core_storage *s) {
   if (!s || --s->refcount > 0) return;
+  core_storage_thaw(s);
   if (s->owns_data) core_free_aligned(s->data);
   if (s->release) s->release(s->release_ctx);
   core_block_free(s, s->block);

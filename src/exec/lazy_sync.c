@@ -376,6 +376,7 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
       break;
     default:
       if (donate && donatable(x, uses)) { /* the node's reference moves to the run */
+        core_storage_thaw(x->data->storage); /* the run may write it: Note [Frozen storage] */
         ins[i] = (exec_value){.tag = EXEC_V_TENSOR, .t = x->data};
         x->data = NULL;
         donated++;
@@ -418,6 +419,12 @@ static int sync_tensors(kiln_tensor *const *ts, int n, bool donate) {
   }
   /* nothing below allocates: every root is rebound, or none was */
   for (int i = 0; i < n; i++) {
+    /* a result no other tensor shares is the device's alone: Note [Frozen
+     * storage] (a view of an input, a constant of the code, or a root
+     * given twice is not) */
+    kiln_tensor *r = outs[i].t;
+    if (r->refcount == 1 && r->storage && r->storage->refcount == 1)
+      core_storage_freeze(r->storage);
     lazy_data_node_fill(made[i], outs[i].t);
     lazy_rebind(ts[i], made[i], 0);
   }

@@ -566,6 +566,7 @@ kiln_tensor *kiln_to_lazy(kiln_tensor *t) {
   kiln_tensor *c = core_tensor_new(t->ndim, t->shape, t->dtype);
   if (!c) return NULL;
   op_copy_into(c, t);
+  core_storage_freeze(c->storage); /* Note [Frozen storage]: only a run may write it */
   lazy_node *n = lazy_data_node(c);
   kiln_release(c);
   if (!n) return NULL;

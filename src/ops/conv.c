@@ -190,8 +190,10 @@ int op_conv2d_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     goto done;
   }
   /* Note [Conv batching] in conv_gemm.c */
+  const kiln_tensor *prev = op_wino_weight_swap(w); /* Note [Winograd weights cache] */
   rc = op_conv_forward(x->dtype, &g, core_data(x), core_data(w), b ? core_data(b) : NULL,
                        core_data(o[0]));
+  op_wino_weight_swap(prev);
 done:
   kiln_release(xo);
   kiln_release(wo);

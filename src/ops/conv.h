@@ -3,6 +3,8 @@
 #ifndef KILN_OPS_CONV_H
 #define KILN_OPS_CONV_H
 
+#include <xmmintrin.h>
+
 #include "op.h"
 
 /* Geometry of one 2-d sliding window (conv or pool) over planes. */
@@ -128,7 +130,18 @@ typedef struct op_wino_run {
   const conv_epilogue *ep;
   float *out;
   int64_t L, nc; /* OH OW; tiles per block */
+  bool cold_u;   /* the shared weights come from the cache (L3), not a transform */
 } op_wino_run;
+
+/* Prefetches into L2 the mr rows of C floats at u, u + C, ...: a block's
+ * GEMMs fetch the next point's weights this way while they read the
+ * current one's from the Winograd weights cache (Note [Winograd weights
+ * cache]: resnet18's 4x4 stage reads its 4 MiB once per block, and did
+ * not gain until the reads were prefetched). */
+static inline void op_wino_prefetch(const float *u, int64_t C, int mr) {
+  for (int i = 0; i < mr; i++)
+    for (int64_t c = 0; c < C; c += 16) _mm_prefetch((const char *)(u + i * C + c), _MM_HINT_T1);
+}
 
 /* A CPU level's kernels for op_wino_drive: kgroup kernels per weights
  * call, mr output channels per row block; scratch_bytes, one thread's
@@ -152,6 +165,22 @@ typedef struct op_wino_level {
  * op_conv_winograd_applies. */
 int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, const float *w,
                   bool flipped, const conv_epilogue *ep, float *out);
+
+/* Note [Winograd weights cache] (conv_winograd_cache.c): transformed
+ * weights kept across calls on frozen storage. op_wino_weight_swap names
+ * w (NULL: none) as the weight tensor of this thread's conv calls until
+ * the next swap, returning the previous one to restore. op_wino_cache_get
+ * returns the entry pinned for the weights w (16 O C floats at *u; *ready
+ * says whether they are filled, else the caller transforms into them),
+ * or NULL (nothing set, no error) when they are not cached. op_wino_put
+ * unpins it, filled saying whether the caller filled it (NULL ok). */
+typedef struct op_wino_entry op_wino_entry;
+const kiln_tensor *op_wino_weight_swap(const kiln_tensor *w);
+op_wino_entry *op_wino_cache_get(const void *level, const win_geom *g, const float *w,
+                                 float **u, bool *ready);
+void op_wino_cache_put(op_wino_entry *e, bool filled);
+/* Lookups that hit so far, the entries and bytes held now (for tests). */
+void op_wino_cache_stats(long *n_hits, int *n_held, size_t *bytes);
 
 /* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
  * conv_avx2.c; bitwise the AVX-512 kernel's outputs): returns 1

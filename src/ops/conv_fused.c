@@ -166,7 +166,9 @@ int op_conv_bn_eval_kernel_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     }
   conv_epilogue ep = {.scale = sc, .shift = sc + (size_t)g.O * es,
                       .residual = t[2] ? core_data(t[2]) : NULL, .relu = a[13].b};
+  const kiln_tensor *prev = op_wino_weight_swap(t[1]); /* Note [Winograd weights cache] */
   rc = op_conv_forward_ep(dt, &g, core_data(t[0]), core_data(t[1]), &ep, core_data(o[0]));
+  op_wino_weight_swap(prev);
 done:
   for (int i = 0; i < 3; i++) kiln_release(own[i]);
   core_free(sc);

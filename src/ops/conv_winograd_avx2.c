@@ -180,6 +180,7 @@ static void gemm_rows(const wino_job *j, const wino_block *b, const float *uc, i
   for (int xi = 0; xi < XI; xi++) {
     const float *a[MR];
     for (int i = 0; i < MR; i++) a[i] = uc + xi * us + (i < mr ? i : mr - 1) * C;
+    if (j->cold_u && xi + 1 < XI) op_wino_prefetch(uc + (xi + 1) * us, C, mr);
     for (int64_t jp = 0; jp < b->np; jp++)
       gemm_tile(a, b->v + (xi * b->np + jp) * C * NR, C, b->m + (jp * MR * XI + xi) * NR, mr);
   }

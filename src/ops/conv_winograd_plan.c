@@ -86,11 +86,16 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
    * into L1; with more, they are transformed once into u [16][O][C],
    * shared (each thread redoing them per block cost 20% at resnet18's 8x8
    * stage; writing u, 4 MiB at its 4x4 stage, cost more than the
-   * transform when each thread has one block). */
+   * transform when each thread has one block). Weights that cannot
+   * change, lazy inference's, are transformed into u once and kept (Note
+   * [Winograd weights cache] in conv_winograd_cache.c). */
   int64_t units = (T + U - 1) / U, per = (units + nt - 1) / nt, ub = nc / U;
   size_t ubytes = 0;
   float *u = NULL;
-  if ((per + ub - 1) / ub > 1) {
+  bool ready = false; /* u holds the cached weights (Note [Winograd weights cache]) */
+  op_wino_entry *cached = flipped ? NULL : op_wino_cache_get(lv, g, w, &u, &ready);
+  r.cold_u = ready;
+  if (!cached && (per + ub - 1) / ub > 1) {
     u = core_block_alloc((size_t)(16 * OC) * sizeof(float), &ubytes);
     if (!u) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd weights");
   }
@@ -98,7 +103,7 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
   int failed = 0;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
-    if (u) {
+    if (u && !ready) {
       int64_t kg = lv->kgroup, nq = (OC + kg - 1) / kg;
 #pragma omp for schedule(static)
       for (int64_t q = 0; q < nq; q++) lv->weights(&r, q * kg, q * kg + kg < OC ? q * kg + kg : OC, u);
@@ -120,7 +125,8 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
     }
     if (mem) core_block_free(mem, nbytes);
   }
-  if (u) core_block_free(u, ubytes);
+  if (cached) op_wino_cache_put(cached, true); /* filled by the weights loop above */
+  else if (u) core_block_free(u, ubytes);
   if (failed) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd panels");
   return 1;
 }
