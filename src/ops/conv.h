@@ -172,15 +172,15 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
  * the next swap, returning the previous one to restore. op_wino_cache_get
  * returns the entry pinned for the weights w (16 O C floats at *u; *ready
  * says whether they are filled, else the caller transforms into them),
- * or NULL (nothing set, no error) when they are not cached. op_wino_put
+ * or NULL (nothing set, no error) when they are not cached. op_wino_cache_put
  * unpins it, filled saying whether the caller filled it (NULL ok). */
 typedef struct op_wino_entry op_wino_entry;
 const kiln_tensor *op_wino_weight_swap(const kiln_tensor *w);
 op_wino_entry *op_wino_cache_get(const void *level, const win_geom *g, const float *w,
                                  float **u, bool *ready);
 void op_wino_cache_put(op_wino_entry *e, bool filled);
-/* Lookups that hit so far, the entries and bytes held now (for tests). */
-void op_wino_cache_stats(long *n_hits, int *n_held, size_t *bytes);
+/* Lookups that hit so far and the entries held now (for tests; NULL ok). */
+void op_wino_cache_stats(long *n_hits, int *n_held);
 
 /* The same at the AVX2 level (Note [Implicit im2col at AVX2] in
  * conv_avx2.c; bitwise the AVX-512 kernel's outputs): returns 1

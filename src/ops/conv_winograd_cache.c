@@ -205,10 +205,9 @@ void op_wino_cache_put(op_wino_entry *e, bool filled) {
   pthread_mutex_unlock(&lock);
 }
 
-void op_wino_cache_stats(long *n_hits, int *n_held, size_t *bytes) {
+void op_wino_cache_stats(long *n_hits, int *n_held) {
   pthread_mutex_lock(&lock);
   if (n_hits) *n_hits = hits;
   if (n_held) *n_held = atomic_load(&n_entries);
-  if (bytes) *bytes = held;
   pthread_mutex_unlock(&lock);
 }

@@ -125,7 +125,7 @@ int op_wino_drive(const op_wino_level *lv, const win_geom *g, const float *x, co
     }
     if (mem) core_block_free(mem, nbytes);
   }
-  if (cached) op_wino_cache_put(cached, true); /* filled by the weights loop above */
+  if (cached) op_wino_cache_put(cached, true); /* a hit, or filled by the loop above */
   else if (u) core_block_free(u, ubytes);
   if (failed) return core_error(KILN_ERR_NOMEM, "aten::conv2d: out of memory for Winograd panels");
   return 1;
