@@ -195,6 +195,11 @@ static int run_one(const bench_workload *w, const bench_opts *o) {
             "%lld cached\n",
             w->name, n_timed, iters, (long long)(kiln_lazy_counter("UncachedCompile") - unc0),
             (long long)(kiln_lazy_counter("CachedCompile") - cac0));
+  if (bench_verbose && getenv("KILN_BENCH_GRAPHS") && kiln_lazy_counter("CachedCompile") > cac0) {
+    char *g = kiln_lazy_last_compiled_graph(); /* the lazy mode's graph */
+    if (g) fprintf(stderr, "%s\n", g);
+    kiln_free(g);
+  }
   if (w->teardown) w->teardown();
   qsort(r, (size_t)o->runs, sizeof *r, cmp_double);
   double med = o->runs % 2 ? r[o->runs / 2] : (r[o->runs / 2 - 1] + r[o->runs / 2]) / 2;
@@ -225,7 +230,8 @@ static int usage(FILE *f) {
           "  --threads: OpenMP and OpenBLAS threads (default: their own defaults)\n"
           "  --runs: repetitions, >= 5 (default 7); --min-time: seconds per repetition (0.2)\n"
           "  --no-guard: keep repetitions during which other processes used the CPU\n"
-          "  --verbose: executor statistics on stderr (KILN_BENCH_GRAPHS=1: optimized graphs)\n");
+          "  --verbose: executor statistics on stderr (KILN_BENCH_GRAPHS=1: optimized and\n"
+          "             lazy graphs)\n");
   return f == stdout ? 0 : 2;
 }
 

@@ -8,14 +8,66 @@
 
 #define COPY_PARALLEL_BYTES (256 << 10) /* contiguous copies split over threads from here */
 
+/* Rows [r0, r1) of the copy below: a row is dst's last dim, src read with
+ * the broadcast strides sstr. */
+static void copy_rows(kiln_tensor *dst, const kiln_tensor *src, const int64_t *sstr, int64_t r0,
+                      int64_t r1) {
+  int nd = dst->ndim, last = nd - 1;
+  size_t des = kiln_dtype_size(dst->dtype), ses = kiln_dtype_size(src->dtype);
+  char *d = core_data(dst);
+  const char *s = core_data(src);
+  int64_t w = dst->shape[last], dst_s = dst->strides[last], src_s = sstr[last];
+  int64_t idx[KILN_MAX_DIMS] = {0}, doff = 0, soff = 0, q = r0;
+  for (int i = last - 1; i >= 0; i--) { /* row r0's index and offsets */
+    idx[i] = q % dst->shape[i];
+    q /= dst->shape[i];
+    doff += idx[i] * dst->strides[i];
+    soff += idx[i] * sstr[i];
+  }
+  for (int64_t r = r0; r < r1; r++) {
+    char *dp = d + doff * (int64_t)des;
+    const char *sp = s + soff * (int64_t)ses;
+    if (dst->dtype != src->dtype) { /* Note [Conversions] */
+      if (dst_s == 1)
+        core_convert_run(dp, dst->dtype, sp, src->dtype, src_s, w);
+      else
+        for (int64_t j = 0; j < w; j++)
+          core_convert_run(dp + j * dst_s * (int64_t)des, dst->dtype,
+                           sp + j * src_s * (int64_t)ses, src->dtype, 1, 1);
+    } else if (dst_s == 1 && src_s == 1) {
+      memcpy(dp, sp, (size_t)w * des);
+    } else if (des == 4) {
+      uint32_t *o = (uint32_t *)dp;
+      const uint32_t *q4 = (const uint32_t *)sp;
+      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q4[j * src_s];
+    } else if (des == 8) {
+      uint64_t *o = (uint64_t *)dp;
+      const uint64_t *q8 = (const uint64_t *)sp;
+      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q8[j * src_s];
+    } else {
+      for (int64_t j = 0; j < w; j++)
+        memcpy(dp + j * dst_s * (int64_t)des, sp + j * src_s * (int64_t)ses, des);
+    }
+    for (int i = last - 1; i >= 0; i--) { /* the next row's offsets */
+      idx[i]++;
+      doff += dst->strides[i];
+      soff += sstr[i];
+      if (idx[i] < dst->shape[i]) break;
+      doff -= idx[i] * dst->strides[i];
+      soff -= idx[i] * sstr[i];
+      idx[i] = 0;
+    }
+  }
+}
+
 /* dst[i] = src[i] over dst's shape; src broadcast to it (strides 0 where
  * src has size 1 or is missing a leading dim). Converts dtypes. int64 to
  * int64 copies exactly (no round trip through double). */
 void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
   int nd = dst->ndim;
   int64_t n = core_numel(nd, dst->shape);
-  int64_t sstr[KILN_MAX_DIMS], idx[KILN_MAX_DIMS] = {0};
-  size_t des = kiln_dtype_size(dst->dtype), ses = kiln_dtype_size(src->dtype);
+  int64_t sstr[KILN_MAX_DIMS];
+  size_t des = kiln_dtype_size(dst->dtype);
   char *d = core_data(dst);
   const char *s = core_data(src);
   if (n == 0) return;
@@ -43,44 +95,20 @@ void op_copy_into(kiln_tensor *dst, const kiln_tensor *src) {
     else core_convert_run(d, dst->dtype, s, src->dtype, 1, 1);
     return;
   }
-  /* rows along the last dim (a broadcast bias, a transpose's columns):
-   * typed loops, not an element-sized memcpy per element */
-  int last = nd - 1;
-  int64_t w = dst->shape[last], dst_s = dst->strides[last], src_s = sstr[last];
-  int64_t rows = n / w, doff = 0, soff = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    char *dp = d + doff * (int64_t)des;
-    const char *sp = s + soff * (int64_t)ses;
-    if (dst->dtype != src->dtype) { /* Note [Conversions] */
-      if (dst_s == 1)
-        core_convert_run(dp, dst->dtype, sp, src->dtype, src_s, w);
-      else
-        for (int64_t j = 0; j < w; j++)
-          core_convert_run(dp + j * dst_s * (int64_t)des, dst->dtype,
-                           sp + j * src_s * (int64_t)ses, src->dtype, 1, 1);
-    } else if (dst_s == 1 && src_s == 1) {
-      memcpy(dp, sp, (size_t)w * des);
-    } else if (des == 4) {
-      uint32_t *o = (uint32_t *)dp;
-      const uint32_t *q = (const uint32_t *)sp;
-      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q[j * src_s];
-    } else if (des == 8) {
-      uint64_t *o = (uint64_t *)dp;
-      const uint64_t *q = (const uint64_t *)sp;
-      for (int64_t j = 0; j < w; j++) o[j * dst_s] = q[j * src_s];
-    } else {
-      for (int64_t j = 0; j < w; j++) memcpy(dp + j * dst_s * (int64_t)des, sp + j * src_s * (int64_t)ses, des);
-    }
-    for (int i = last - 1; i >= 0; i--) { /* the next row's offsets */
-      idx[i]++;
-      doff += dst->strides[i];
-      soff += sstr[i];
-      if (idx[i] < dst->shape[i]) break;
-      doff -= idx[i] * dst->strides[i];
-      soff -= idx[i] * sstr[i];
-      idx[i] = 0;
-    }
-  }
+  /* rows along the last dim (a broadcast bias, a transpose's columns),
+   * typed loops, not an element-sized memcpy per element; a large copy's
+   * rows are split over the threads (a transformer's head split and
+   * merge, its chunk and cat: 1-3 MB each, which one thread copied while
+   * the other waited) */
+  int64_t rows = n / dst->shape[nd - 1];
+  size_t bytes = (size_t)n * des;
+  int64_t parts = bytes >= COPY_PARALLEL_BYTES && rows > 1 && !omp_in_parallel()
+                      ? omp_get_max_threads()
+                      : 1;
+  if (parts > rows) parts = rows;
+#pragma omp parallel for schedule(static) if (parts > 1)
+  for (int64_t p = 0; p < parts; p++)
+    copy_rows(dst, src, sstr, rows * p / parts, rows * (p + 1) / parts);
 }
 
 /* ScalarType codes as TorchScript prints them. */

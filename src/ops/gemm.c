@@ -59,16 +59,24 @@ static void addend_to_c(kiln_dtype dt, const op_gemm_addend *d, int64_t M, int64
     }
 }
 
+/* Note [Block epilogue]: an epilogue (addmm + ReLU/GELU) runs on C's rows
+ * while they are in cache. kiln's sgemm calls it on each block of C
+ * (MC rows x NC columns at most) right after that block's last K slice;
+ * BLAS and GEMV have no such hook, so there it runs on the whole slice
+ * after the call. Applied to the whole slice afterwards, the transformer's
+ * 1024 x 2048 ReLU read each thread's 4 MB half of C back from memory
+ * (`perf`: 1% of its lazy training step in the epilogue's row copies). */
 static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                  const void *A, int64_t lda, const void *B, int64_t ldb, double beta,
-                 const op_gemm_addend *add, void *C, int64_t ldc) {
+                 const op_gemm_addend *add, void *C, int64_t ldc, op_gemm_epilogue ep,
+                 void *ep_ctx) {
   if (add && beta != 0) {
     /* kiln's sgemm reads a row-contiguous addend itself; otherwise it is
      * copied into C (this slice, while it is about to be in cache) */
     bool direct = OP_SGEMM_NATIVE && dt == KILN_DTYPE_F32 && M > 1 && N > 1 && K > 0 &&
                   add->cs == 1;
     if (direct && op_sgemm_native(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb, (float)beta,
-                                  add->data, add->rs, C, ldc))
+                                  add->data, add->rs, C, ldc, ep, ep_ctx))
       return;
     addend_to_c(dt, add, M, N, C, ldc);
   }
@@ -79,25 +87,29 @@ static void call(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t 
     int64_t incx = ta ? lda : 1;
     if (!tb) gemv(dt, true, K, N, alpha, B, ldb, A, incx, beta, C, 1);
     else gemv(dt, false, N, K, alpha, B, ldb, A, incx, beta, C, 1);
-    return;
+    goto done;
   }
   if (N == 1 && K > 0) {
     /* C[:, 0] = op(A)[M, K] b[K] */
     int64_t incb = tb ? 1 : ldb;
     if (!ta) gemv(dt, false, M, K, alpha, A, lda, B, incb, beta, C, ldc);
     else gemv(dt, true, K, M, alpha, A, lda, B, incb, beta, C, ldc);
-    return;
+    goto done;
   }
   if (dt == KILN_DTYPE_F32 && op_sgemm_native(ta, tb, M, N, K, (float)alpha, A, lda, B, ldb,
-                                              (float)beta, NULL, 0, C, ldc))
+                                              (float)beta, NULL, 0, C, ldc, ep, ep_ctx))
     return;
-  enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
-  if (dt == KILN_DTYPE_F32)
-    cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, (float)alpha, A, (int)lda, B,
-                (int)ldb, (float)beta, C, (int)ldc);
-  else
-    cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, alpha, A, (int)lda, B, (int)ldb,
-                beta, C, (int)ldc);
+  {
+    enum CBLAS_TRANSPOSE a = ta ? CblasTrans : CblasNoTrans, b = tb ? CblasTrans : CblasNoTrans;
+    if (dt == KILN_DTYPE_F32)
+      cblas_sgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, (float)alpha, A, (int)lda, B,
+                  (int)ldb, (float)beta, C, (int)ldc);
+    else
+      cblas_dgemm(CblasRowMajor, a, b, (int)M, (int)N, (int)K, alpha, A, (int)lda, B,
+                  (int)ldb, beta, C, (int)ldc);
+  }
+done: /* no block hook here: the whole slice (Note [Block epilogue]) */
+  if (ep) ep(C, M, N, ldc, ep_ctx);
 }
 
 /* Below this many multiply-adds a product runs on one thread. */
@@ -129,8 +141,7 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
   int nt = omp_in_parallel() ? 1 : omp_get_max_threads();
   bool gemv = (M == 1 || N == 1) && M * N * K >= GEMV_PARALLEL_MIN; /* Note [Threaded GEMV] */
   if (nt < 2 || (M * N * K < GEMM_PARALLEL_MIN && !gemv) || (M < 32 && N < 32)) {
-    call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, add, C, ldc);
-    if (ep) ep(C, M, N, ldc, ep_ctx);
+    call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, add, C, ldc, ep, ep_ctx);
     return;
   }
   size_t es = kiln_dtype_size(dt);
@@ -155,8 +166,8 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
       op_gemm_addend d = add ? (op_gemm_addend){(const char *)add->data + (size_t)(s0 * add->rs) * es,
                                                 add->rs, add->cs}
                              : (op_gemm_addend){0};
-      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta, add ? &d : NULL, c, ldc);
-      if (ep) ep(c, s1 - s0, N, ldc, ep_ctx); /* while the slice is in cache */
+      call(dt, ta, tb, s1 - s0, N, K, alpha, a, lda, B, ldb, beta, add ? &d : NULL, c, ldc, ep,
+           ep_ctx); /* Note [Block epilogue] */
     } else {
       /* columns [s0, s1) of C come from columns [s0, s1) of op(B) */
       const char *b = (const char *)B + (size_t)(tb ? s0 * ldb : s0) * es;
@@ -164,8 +175,8 @@ void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K
       op_gemm_addend d = add ? (op_gemm_addend){(const char *)add->data + (size_t)(s0 * add->cs) * es,
                                                 add->rs, add->cs}
                              : (op_gemm_addend){0};
-      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, add ? &d : NULL, c, ldc);
-      if (ep) ep(c, M, s1 - s0, ldc, ep_ctx);
+      call(dt, ta, tb, M, s1 - s0, K, alpha, A, lda, b, ldb, beta, add ? &d : NULL, c, ldc, ep,
+           ep_ctx);
     }
     op_pack_src_swap(&prev);
   }

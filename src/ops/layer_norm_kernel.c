@@ -345,7 +345,18 @@ int op_native_layer_norm_backward_cpu(const op_val *a, int n, kiln_tensor **o, i
   }
   bool f32 = x->dtype == KILN_DTYPE_F32;
   size_t nacc = (size_t)(mask[1] + mask[2]) * (size_t)M;
-  if (nacc && !(acc = core_calloc(nacc, sizeof *acc))) {
+  /* Note [Norm weight grads in blocks]: dw/db are summed per block of
+   * rows, each block into its own buffer in the same pass as its dx, and
+   * the blocks' sums are then added in block order. A block is a fixed
+   * number of rows (LN_BLOCK elements, at most LN_MAX_BLOCKS blocks),
+   * whatever the thread count, so the result does not depend on it. One
+   * thread summing all rows had been a serial pass while the other
+   * waited (a transformer layer's two norms: 1024 rows of 256). */
+  enum { LN_BLOCK = 1 << 16, LN_MAX_BLOCKS = 64 };
+  int64_t rb = M >= LN_BLOCK ? 1 : LN_BLOCK / (M ? M : 1);
+  if ((rows + rb - 1) / rb > LN_MAX_BLOCKS) rb = (rows + LN_MAX_BLOCKS - 1) / LN_MAX_BLOCKS;
+  int64_t nb = rows ? (rows + rb - 1) / rb : 1; /* <= LN_MAX_BLOCKS: nb * nacc cannot overflow */
+  if (nacc && !(acc = core_calloc((size_t)nb * nacc, sizeof *acc))) {
     rc = KILN_ERR_NOMEM;
     goto done;
   }
@@ -355,14 +366,19 @@ int op_native_layer_norm_backward_cpu(const op_val *a, int n, kiln_tensor **o, i
   int64_t chunk = M >= OP_PARALLEL_MIN ? 1 : OP_PARALLEL_MIN / (M ? M : 1);
   int64_t n_chunks = (rows + chunk - 1) / chunk;
   if (nacc) {
-    /* dw/db sum over the rows in order, in the same pass as dx (a parallel
-     * split would need a buffer per thread) */
-    if (f32)
-      ln_bwd_f32(core_data(go), core_data(x), core_data(mean), core_data(rstd), wd, dx, aw, ab, 0,
-                 rows, M);
-    else
-      ln_bwd_f64(core_data(go), core_data(x), core_data(mean), core_data(rstd), wd, dx, aw, ab, 0,
-                 rows, M);
+#pragma omp parallel for schedule(static) if (nb > 1)
+    for (int64_t b = 0; b < nb; b++) {
+      int64_t r0 = b * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
+      double *bw = aw ? aw + (size_t)b * nacc : NULL, *bb = ab ? ab + (size_t)b * nacc : NULL;
+      if (f32)
+        ln_bwd_f32(core_data(go), core_data(x), core_data(mean), core_data(rstd), wd, dx, bw, bb,
+                   r0, r1, M);
+      else
+        ln_bwd_f64(core_data(go), core_data(x), core_data(mean), core_data(rstd), wd, dx, bw, bb,
+                   r0, r1, M);
+    }
+    for (int64_t b = 1; b < nb; b++) /* block order: the same sum on any thread count */
+      for (size_t j = 0; j < nacc; j++) acc[j] += acc[(size_t)b * nacc + j];
   } else if (dx) {
 #pragma omp parallel for schedule(static) if (n_chunks > 1)
     for (int64_t c = 0; c < n_chunks; c++) {

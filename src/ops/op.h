@@ -427,20 +427,29 @@ void op_gemm(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, d
              const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
              int64_t ldc);
 
+/* A GEMM epilogue: applied to each rows x cols block of C (row stride
+ * ldc) once the GEMM has finished it, while it is in cache; the blocks
+ * partition C, each passed once. */
+typedef void (*op_gemm_epilogue)(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx);
+
 /* kiln's own float32 GEMM (Note [kiln sgemm], sgemm.c): C = alpha op(A)
  * op(B) + beta D, row-major, on the calling thread; D is C when NULL, else
  * row i of D starts at D + i * ldd (ldd 0 repeats one row: a bias) and may
- * be C itself. Returns false (and touches nothing) when the CPU level
- * (Note [CPU levels]) has no kernel (baseline), a size is not positive, or
- * its packing buffers cannot be allocated; the caller then uses BLAS. */
+ * be C itself. ep (may be NULL) runs on each row block of C after its last
+ * K slice (Note [Block epilogue]). Returns false (and touches nothing) when
+ * the CPU level (Note [CPU levels]) has no kernel (baseline), a size is not
+ * positive, or its packing buffers cannot be allocated; the caller then
+ * uses BLAS. */
 #define OP_SGEMM_NATIVE (core_cpu_level() >= CORE_CPU_AVX2)
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     const float *D, int64_t ldd, float *C, int64_t ldc);
+                     const float *D, int64_t ldd, float *C, int64_t ldc, op_gemm_epilogue ep,
+                     void *ep_ctx);
 /* The AVX2+FMA kernel behind op_sgemm_native (sgemm_avx2.c), same contract. */
 bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                   const float *D, int64_t ldd, float *C, int64_t ldc);
+                   const float *D, int64_t ldd, float *C, int64_t ldc, op_gemm_epilogue ep,
+                   void *ep_ctx);
 /* The current level's micro-tile: its rows (rows) or columns, so that
  * op_gemm's threads split C on whole panels (16 where BLAS runs). */
 int op_sgemm_panel(bool rows);
@@ -490,9 +499,6 @@ typedef struct op_gemm_addend {
   int64_t rs, cs;
 } op_gemm_addend;
 
-/* A GEMM epilogue: applied to each rows x cols slice of C (row stride ldc)
- * right after the GEMM that wrote it, while it is in cache. */
-typedef void (*op_gemm_epilogue)(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx);
 /* op_gemm with an addend (NULL: C itself; read only when beta != 0) and an
  * epilogue (ep may be NULL). */
 void op_gemm_ep(kiln_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,

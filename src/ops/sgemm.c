@@ -261,7 +261,8 @@ static void micro_direct(int64_t kc, const float *a, int64_t lda, const float *b
 
 static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                          const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                         const float *D, int64_t ldd, float *C, int64_t ldc) {
+                         const float *D, int64_t ldd, float *C, int64_t ldc, op_gemm_epilogue ep,
+                         void *ep_ctx) {
   int64_t nslices = (K + KC - 1) / KC, kcmax = (K + nslices - 1) / nslices;
   int64_t ncmax = N < NC ? N : NC, mcmax = M < MC ? M : MC;
   float *bp = op_sgemm_pack(1, (size_t)((ncmax + NR - 1) / NR * NR * kcmax));
@@ -306,6 +307,8 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
                     (int)(mc - i < MR ? mc - i : MR), m0, m1, alpha, be);
           }
         }
+        if (ep && pc + kc >= K) /* Note [Block epilogue]: the block is done */
+          ep(C + ic * ldc + jc, mc, nc, ldc, ep_ctx);
       }
       op_pack_put(pe);
     }
@@ -322,14 +325,16 @@ static bool sgemm_avx512(bool ta, bool tb, int64_t M, int64_t N, int64_t K, floa
 /* ---- dispatch ---------------------------------------------------------------- */
 bool op_sgemm_native(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                      const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                     const float *D, int64_t ldd, float *C, int64_t ldc) {
+                     const float *D, int64_t ldd, float *C, int64_t ldc, op_gemm_epilogue ep,
+                     void *ep_ctx) {
   if (!D) D = C, ldd = ldc;
   if (M <= 0 || N <= 0 || K <= 0) return false;
   switch (core_cpu_level()) {
   case CORE_CPU_AVX512:
-    return sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc);
+    return sgemm_avx512(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc, ep, ep_ctx);
   case CORE_CPU_AVX2:
-    return op_sgemm_avx2(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc);
+    return op_sgemm_avx2(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc, ep,
+                         ep_ctx);
   default: return false;
   }
 }

@@ -179,7 +179,8 @@ static void micro(int64_t kc, const float *a, const float *b, const float *d, in
 
 bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                   const float *D, int64_t ldd, float *C, int64_t ldc) {
+                   const float *D, int64_t ldd, float *C, int64_t ldc, op_gemm_epilogue ep,
+                   void *ep_ctx) {
   if (!D) D = C, ldd = ldc;
   if (M <= 0 || N <= 0 || K <= 0) return false;
   int64_t nslices = (K + KC - 1) / KC, kcmax = (K + nslices - 1) / nslices;
@@ -214,6 +215,8 @@ bool op_sgemm_avx2(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
             micro(kc, ap + i * kc, bq + j * kc, d + (ic + i) * ld + jc + j, ld,
                   C + (ic + i) * ldc + jc + j, ldc, mc - i < MR ? mc - i : MR,
                   nc - j < NR ? nc - j : NR, alpha, be);
+        if (ep && pc + kc >= K) /* Note [Block epilogue]: the block is done */
+          ep(C + ic * ldc + jc, mc, nc, ldc, ep_ctx);
       }
       op_pack_put(pe);
     }

@@ -91,6 +91,44 @@ TEST(layer_norm_kernel_matches_the_composite_on_odd_sizes) {
   kiln_generator_free(g);
 }
 
+/* Note [Norm weight grads in blocks]: dw and db of a layer norm over many
+ * rows are summed in blocks of rows (here 3, the last one short) on the
+ * threads; they match the composite, and their bits do not depend on the
+ * thread count. */
+TEST(layer_norm_weight_grads_in_blocks_match_and_ignore_the_thread_count) {
+  kiln_generator *g = kiln_generator_new(33);
+  static const int64_t sh[2] = {700, 200}; /* 327 rows a block: 327, 327, 46 */
+  ln_case(g, 2, sh, 1, true, true, KILN_DTYPE_F64, 1e-11);
+  ln_case(g, 2, sh, 1, true, true, KILN_DTYPE_F32, 2e-5);
+  ln_case(g, 2, sh, 1, false, true, KILN_DTYPE_F32, 2e-5);
+  kiln_scope_begin();
+  int64_t ns[1] = {200};
+  kiln_tensor *x0 = sample_randn(g, 2, sh), *w0 = sample_randn(g, 1, ns);
+  kiln_tensor *b0 = sample_randn(g, 1, ns);
+  kiln_tensor *go = sample_randn(g, 2, sh), *dw[2] = {0}, *db[2] = {0};
+  int threads = kiln_get_num_threads();
+  for (int t = 0; t < 2; t++) {
+    kiln_set_num_threads(t ? 2 : 1);
+    kiln_tensor *x = leaf(x0, KILN_DTYPE_F32), *w = leaf(w0, KILN_DTYPE_F32);
+    kiln_tensor *b = leaf(b0, KILN_DTYPE_F32);
+    kiln_tensor *y = op_call1(KILN_OP_LAYER_NORM, (op_val[]){OPV_T(x), OPV_INTS(ns, 1), OPV_T(w),
+                                                             OPV_T(b), OPV_F(1e-5), OPV_B(true)},
+                              6);
+    CHECK_MSG(y && kiln_backward(y, kiln_to_dtype(go, KILN_DTYPE_F32)) == 0, "%s",
+              kiln_last_error());
+    dw[t] = kiln_tensor_grad(w);
+    db[t] = kiln_tensor_grad(b);
+  }
+  kiln_set_num_threads(threads);
+  CHECK(dw[0] && dw[1] && db[0] && db[1]);
+  if (dw[0] && dw[1] && db[0] && db[1]) {
+    CHECK(memcmp(kiln_tensor_data(dw[0]), kiln_tensor_data(dw[1]), 200 * sizeof(float)) == 0);
+    CHECK(memcmp(kiln_tensor_data(db[0]), kiln_tensor_data(db[1]), 200 * sizeof(float)) == 0);
+  }
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
 /* Only weight requires grad: input's gradient is not computed; weight's is right. */
 TEST(layer_norm_kernel_gives_only_the_wanted_gradients) {
   kiln_scope_begin();

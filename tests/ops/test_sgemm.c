@@ -20,10 +20,29 @@ static float *filled(size_t n, unsigned *seed) {
 
 enum { ADD_C, ADD_MATRIX, ADD_ROW }; /* the addend: C itself, another matrix, a bias row */
 
+/* Note [Block epilogue]: an epilogue that maps c to 2c + 0.25 and counts
+ * how often it saw each element (each exactly once, none in the padding,
+ * and only once all K slices are in: the values show it). */
+typedef struct ep_seen {
+  float *C;
+  int64_t ldc;
+  int *count;
+} ep_seen;
+
+static void ep_affine(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx) {
+  ep_seen *e = ctx;
+  for (int64_t i = 0; i < rows; i++)
+    for (int64_t j = 0; j < cols; j++) {
+      float *c = (float *)C + i * ldc + j;
+      *c = 2 * *c + 0.25f;
+      e->count[c - e->C]++;
+    }
+}
+
 /* Runs one product and checks every element of C (and that the padding
  * columns beyond N are untouched). Returns the number of bad elements. */
 static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad, float alpha,
-                     float beta, int addend, unsigned *seed) {
+                     float beta, int addend, bool with_ep, unsigned *seed) {
   int64_t lda = (ta ? M : K) + pad, ldb = (tb ? K : N) + pad, ldc = N + pad;
   float *A = filled((size_t)(lda * (ta ? K : M)), seed);
   float *B = filled((size_t)(ldb * (tb ? N : K)), seed);
@@ -40,10 +59,17 @@ static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad,
     for (int64_t i = 0; i < (addend == ADD_MATRIX ? ldd * M : N); i++) D[i] = NAN;
   memcpy(C0, C, (size_t)(ldc * M) * sizeof *C0);
   int bad = 0;
-  if (!op_sgemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc)) bad++;
+  ep_seen seen = {C, ldc, calloc((size_t)(ldc * M), sizeof(int))};
+  if (!seen.count) bad++;
+  else if (!op_sgemm_native(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, D, ldd, C, ldc,
+                            with_ep ? ep_affine : NULL, &seen))
+    bad++;
   for (int64_t i = 0; i < M && !bad; i++)
     for (int64_t j = 0; j < ldc; j++) {
       double got = C[i * ldc + j];
+      if (seen.count[i * ldc + j] != (with_ep && j < N) && bad++ < 3)
+        test_fail(__FILE__, __LINE__, "epilogue saw C[%lld, %lld] %d times", (long long)i,
+                  (long long)j, seen.count[i * ldc + j]);
       if (j >= N) {
         if (memcmp(&C[i * ldc + j], &C0[i * ldc + j], sizeof(float)) != 0 && bad++ < 3)
           test_fail(__FILE__, __LINE__, "padding C[%lld, %lld] written", (long long)i,
@@ -59,6 +85,10 @@ static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad,
       double add = addend == ADD_C ? C0[i * ldc + j] : D[i * ldd + j];
       double want = alpha * s + (beta != 0 ? beta * add : 0);
       double tol = 1e-6 * (fabs(alpha) * mag + fabs(beta)) + 1e-30;
+      if (with_ep) { /* 2c + 0.25 rounds once more */
+        want = 2 * want + 0.25;
+        tol = 2 * tol + 1.2e-7 * (fabs(want) + 0.25);
+      }
       if (!(fabs(got - want) <= tol) && bad++ < 3)
         test_fail(__FILE__, __LINE__,
                   "ta %d tb %d M %lld N %lld K %lld pad %d addend %d: C[%lld, %lld] = %.9g, "
@@ -66,7 +96,7 @@ static int check_one(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int pad,
                   ta, tb, (long long)M, (long long)N, (long long)K, pad, addend, (long long)i,
                   (long long)j, got, want);
     }
-  free(A), free(B), free(C), free(C0), free(D);
+  free(A), free(B), free(C), free(C0), free(D), free(seen.count);
   return bad;
 }
 
@@ -75,7 +105,8 @@ TEST(sgemm_native_matches_double_loop) {
   /* the baseline level declines every product, so BLAS runs them */
   float a = 1, b = 1, c = 0;
   core_cpu_set_level(CORE_CPU_BASELINE);
-  CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1));
+  CHECK(!op_sgemm_native(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, NULL, 0, &c, 1, NULL,
+                         NULL));
   /* panel edges of both kernels (AVX-512: MR 12, NR 32, 16-wide transposes;
    * AVX2: MR 6, NR 16, 8-wide transposes), two and three K slices (KC 256
    * and 384), two row blocks (MC 144), two column blocks (NC 2048) */
@@ -101,7 +132,7 @@ TEST(sgemm_native_matches_double_loop) {
         for (int e = 0; e < 3; e++) { /* every alpha/beta with every addend */
           const float *p = ab[(s + (size_t)t + (size_t)e) % 3];
           int n = check_one(t & 1, t >> 1, shapes[s][0], shapes[s][1], shapes[s][2], (int)(s % 3),
-                            p[0], p[1], e, &seed);
+                            p[0], p[1], e, (t + e) % 2 == 1, &seed);
           if (n) test_note("at level %s", core_cpu_level_name(l));
           bad += n;
           runs++;
