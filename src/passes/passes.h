@@ -322,4 +322,15 @@ int pass_collapse(ir_graph *g, ir_node *const *v, int n, int prim);
  *   after:  %g1; %s1; %g2; %s2; %w1; %u1; %w2; %u2                       */
 int pass_schedule_collectives(ir_graph *g);
 
+/* Moves each node of the top block whose outputs are used only by the
+ * return, and which reads last a tensor made in the block, up to just
+ * after the last node that defines one of its inputs,
+ * reads one of its tensor inputs, or writes memory (Note [Hoisting
+ * results], src/passes/hoist.c); a top block with If/Loop nodes is left
+ * alone. Returns the number of nodes moved, or < 0 on OOM (the graph
+ * unchanged).
+ *   before: %g1 = mm(..); %g2 = mm(%g1, ..); %u1 = sub(%p1, %g1); return (%u1, %g2)
+ *   after:  %g1 = mm(..); %u1 = sub(%p1, %g1); %g2 = mm(%g1, ..); return (%u1, %g2) */
+int pass_hoist_results(ir_graph *g);
+
 #endif

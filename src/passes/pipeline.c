@@ -26,6 +26,7 @@ static int s_add_epilogue(ir_graph *g, const pass_opts *o) { return pass_add_epi
 static int s_add_epilogue_lazy(ir_graph *g, const pass_opts *o) { return pass_add_epilogue(g, true); }
 static int s_fuse(ir_graph *g, const pass_opts *o) { return pass_fuse(g); }
 static int s_schedule(ir_graph *g, const pass_opts *o) { return pass_schedule_collectives(g); }
+static int s_hoist(ir_graph *g, const pass_opts *o) { return pass_hoist_results(g); }
 
 #define STEPS(p) (int)(sizeof p / sizeof *p), p
 
@@ -116,7 +117,8 @@ const pass_pipeline pass_pipeline_diff_backward = {"diff_backward", 1,
  * always (lazy mode has no fusion switch). As diff_forward, except that the
  * add epilogue may take beta from any number input: a lazy graph's number
  * inputs are never 0 (Note [Special scalars] records 0 and 1 as
- * constants). Last, the all-reduces' schedule (Note [Collective
+ * constants). Then the updates move up to their gradients (Note
+ * [Hoisting results]). Last, the all-reduces' schedule (Note [Collective
  * schedule]): after fusion, which may move nodes. */
 static const pass_step lazy_steps[] = {
     {"cleanup", NULL, &pass_pipeline_cleanup, 0},
@@ -124,6 +126,7 @@ static const pass_step lazy_steps[] = {
     {"add_epilogue", s_add_epilogue_lazy, NULL, 0},
     {"fuse", s_fuse, NULL, 0},
     {"dce", s_dce, NULL, 0},
+    {"hoist_results", s_hoist, NULL, 0},
     {"schedule_collectives", s_schedule, NULL, 0},
 };
 const pass_pipeline pass_pipeline_lazy = {"lazy", 1, STEPS(lazy_steps)};
