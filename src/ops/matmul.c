@@ -453,6 +453,110 @@ int op_addmm_activation_grad(op_grad_ctx *g) {
   return op_addmm_grad(&c);
 }
 
+/* ---- kiln_mm_threshold_backward ------------------------------------------------ */
+
+/* Note [Threshold epilogue]: a relu's backward, where(result <= t, 0,
+ * grad), whose grad is a product (the next linear's input gradient,
+ * dY @ W), becomes one node: aten::kiln_mm_threshold_backward(self, mat2,
+ * result, t), the lazy pipeline's rewrite (pass_threshold_epilogue in
+ * src/passes/fuse.c). The mask is applied to each block of C as kiln's
+ * sgemm finishes it (Note [Block epilogue]), so the product is not
+ * written, read back and written again by a FusionGroup (a transformer
+ * layer's 1024 x 2048: three passes over 8 MB). result is read with C's
+ * layout: [n, m] row-major, any shape of n * m elements. The values are
+ * the product's and where's: c, or 0 where result <= t (NaN in result
+ * keeps c, as le says). */
+int op_kiln_mm_threshold_backward_infer(const op_val *a, int n, op_meta *o, int m) {
+  const char *fn = "aten::kiln_mm_threshold_backward";
+  char d[64];
+  if (op_mm_infer(a, 2, o, m) < 0) return -1;
+  if (!core_dtype_is_floating(o[0].dtype))
+    return core_error(KILN_ERR_INVALID, "%s: expected floating tensors, got %s", fn,
+                      kiln_dtype_name(o[0].dtype));
+  kiln_tensor *r;
+  int64_t numel;
+  if (op_arg_tensor(fn, &a[2], "result", &r) < 0) return -1;
+  if (__builtin_mul_overflow(o[0].shape[0], o[0].shape[1], &numel))
+    return core_error(KILN_ERR_INVALID, "%s: the product's size overflows", fn);
+  if (r->dtype != o[0].dtype || core_numel(r->ndim, r->shape) != numel)
+    return core_error(KILN_ERR_INVALID,
+                      "%s: result must be a %s tensor of %lld elements (the product's), got %s",
+                      fn, kiln_dtype_name(o[0].dtype), (long long)numel,
+                      op_val_desc(&a[2], d, sizeof d));
+  if (a[3].tag != OP_VAL_INT && a[3].tag != OP_VAL_FLOAT)
+    return core_error(KILN_ERR_INVALID, "%s: threshold must be a number, got %s", fn,
+                      op_val_desc(&a[3], d, sizeof d));
+  return 1;
+}
+
+typedef struct thr_ctx {
+  char *C;          /* C's first element */
+  const char *res;  /* result's, laid out like C */
+  double t;
+  kiln_dtype dt;
+} thr_ctx;
+
+/* One row of the mask, compiled per CPU level (Note [CPU levels]). */
+CORE_CLONES(thr_row_f32, (float *restrict c, const float *restrict y, float t, int64_t n),
+            (c, y, t, n)) {
+  for (int64_t j = 0; j < n; j++) c[j] = y[j] <= t ? 0.0f : c[j];
+}
+CORE_CLONES(thr_row_f64, (double *restrict c, const double *restrict y, double t, int64_t n),
+            (c, y, t, n)) {
+  for (int64_t j = 0; j < n; j++) c[j] = y[j] <= t ? 0.0 : c[j];
+}
+
+static void thr_epilogue(void *C, int64_t rows, int64_t cols, int64_t ldc, void *ctx_) {
+  const thr_ctx *ctx = ctx_;
+  size_t es = kiln_dtype_size(ctx->dt);
+  size_t off = (size_t)((const char *)C - ctx->C); /* the block's place in C, in bytes */
+  for (int64_t r = 0; r < rows; r++) {
+    size_t ro = off + (size_t)(r * ldc) * es;
+    if (ctx->dt == KILN_DTYPE_F32)
+      thr_row_f32((float *)(void *)(ctx->C + ro),
+                  (const float *)(const void *)(ctx->res + ro), (float)ctx->t, cols);
+    else
+      thr_row_f64((double *)(void *)(ctx->C + ro),
+                  (const double *)(const void *)(ctx->res + ro), ctx->t, cols);
+  }
+}
+
+int op_kiln_mm_threshold_backward_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
+  const kiln_tensor *x = a[0].t, *y = a[1].t, *res = a[2].t;
+  kiln_dtype dt = x->dtype;
+  int64_t nr = x->shape[0], k = x->shape[1], nc = y->shape[1];
+  if (nr * nc == 0) return 0;
+  kiln_tensor *own = NULL; /* a C-order copy of a strided result, released below */
+  if (!core_is_contiguous(res)) {
+    if (!(own = core_tensor_new(res->ndim, res->shape, res->dtype))) return KILN_ERR_NOMEM;
+    op_copy_into(own, res);
+  }
+  thr_ctx ctx = {core_data(o[0]), core_data(own ? own : res), op_val_num(&a[3]), dt};
+  int rc = 0;
+  if (k == 0) { /* an empty sum: C = 0, then the mask */
+    memset(core_data(o[0]), 0, (size_t)(nr * nc) * kiln_dtype_size(dt));
+    thr_epilogue(core_data(o[0]), nr, nc, nc, &ctx);
+    goto done;
+  }
+  gemm_arg A, B;
+  if ((rc = gemm_arg_init(&A, x, true)) < 0) goto done;
+  if ((rc = gemm_arg_init(&B, y, true)) < 0) {
+    kiln_release(A.copy);
+    goto done;
+  }
+  op_pack_src src; /* Note [Packed B cache] */
+  op_pack_src_of(B.copy ? NULL : y, &src);
+  op_pack_src prev = op_pack_src_swap(&src);
+  op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, 1.0, A.base, A.ld, B.base, B.ld, 0.0, NULL,
+             core_data(o[0]), nc > 1 ? nc : 1, thr_epilogue, &ctx);
+  op_pack_src_swap(&prev);
+  kiln_release(A.copy);
+  kiln_release(B.copy);
+done:
+  kiln_release(own);
+  return rc;
+}
+
 /* ---- matmul (decomposes) ----------------------------------------------------- */
 
 /* Note [Decompose scope]: a decomposition runs its public ops inside a

@@ -128,5 +128,13 @@ int pass_gemm_epilogue(ir_graph *g);
  * (DifferentiableGraph plans, lazy graphs). Returns how many were
  * rewritten, or < 0 on OOM. */
 int pass_add_epilogue(ir_graph *g, bool numbers_nonzero);
+/* Note [Threshold epilogue] in fuse.c: a relu's backward on a product,
+ * where(le(y, t), 0, mm(a, b)) (the mm possibly reshaped), with no
+ * broadcasting, becomes kiln_mm_threshold_backward(a, b, y, t) (reshaped
+ * likewise). Only for graphs whose types are exact. Returns how many were
+ * rewritten, or < 0 on OOM.
+ *   before: %p = aten::mm(%a, %b); %c = aten::le(%y, %0); %g = aten::where(%c, %0, %p)
+ *   after:  %g = aten::kiln_mm_threshold_backward(%a, %b, %y, %0) */
+int pass_threshold_epilogue(ir_graph *g);
 
 #endif

@@ -328,3 +328,69 @@ static int add_epilogue_block(ir_graph *g, ir_block *b, bool numbers_nonzero) {
 int pass_add_epilogue(ir_graph *g, bool numbers_nonzero) {
   return add_epilogue_block(g, ir_graph_top(g), numbers_nonzero);
 }
+
+/* Note [Threshold epilogue] (src/ops/matmul.c): where(le(%y, t), 0, g),
+ * where g is mm(%a, %b), or a reshape or view of it, with no other use,
+ * becomes kiln_mm_threshold_backward(%a, %b, %y, t) (reshaped back as g
+ * was): the mask is applied to each block of the product as its GEMM
+ * finishes it. t is a constant number; the 0 a constant +0 (where keeps
+ * its sign, the epilogue writes +0); y, g and the result of one type (no
+ * broadcasting, no promotion), so only for graphs whose types are exact. */
+static bool positive_zero(const ir_value *v) {
+  pass_const c;
+  if (!pass_const_of(v, &c)) return false;
+  return (c.tag == PASS_C_INT && c.i == 0) || (c.tag == PASS_C_FLOAT && c.f == 0 && !signbit(c.f));
+}
+
+static int threshold_epilogue(ir_graph *g, ir_node *n) {
+  if (n->op != KILN_OP_WHERE || n->n_inputs != 3 || !positive_zero(n->inputs[1])) return 0;
+  ir_value *c = n->inputs[0], *gv = n->inputs[2];
+  ir_node *le = c->node, *shape = NULL, *mm = gv->node;
+  pass_const t;
+  if (!le || le->op != KILN_OP_LE || le->n_inputs != 2 || le->owner != n->owner ||
+      !pass_const_of(le->inputs[1], &t) || (t.tag != PASS_C_INT && t.tag != PASS_C_FLOAT))
+    return 0;
+  ir_value *y = le->inputs[0];
+  if (mm && (mm->op == KILN_OP_RESHAPE || mm->op == KILN_OP_VIEW) && gv->n_uses == 1 &&
+      mm->owner == n->owner) {
+    shape = mm;
+    mm = shape->inputs[0]->node;
+  }
+  ir_value *prod = shape ? shape->inputs[0] : gv;
+  if (!mm || mm->op != KILN_OP_MM || mm->owner != n->owner || prod->n_uses != 1 ||
+      prod->type->kind != IR_TYPE_TENSOR || prod->type->dtype < 0 ||
+      !same_tensor_type(y->type, gv->type) || !same_tensor_type(n->outputs[0]->type, gv->type))
+    return 0;
+  ir_node *k = ir_node_new_op(g, KILN_OP_KILN_MM_THRESHOLD_BACKWARD);
+  if (!k) return KILN_ERR_NOMEM;
+  ir_value *ins[4] = {mm->inputs[0], mm->inputs[1], y, le->inputs[1]};
+  for (int i = 0; i < 4; i++)
+    if (ir_node_add_input(k, ins[i]) < 0) return KILN_ERR_NOMEM;
+  ir_value *out = ir_node_add_output(k, prod->type);
+  if (!out) return KILN_ERR_NOMEM;
+  ir_node_insert_before(k, n);
+  if (ir_value_replace_all_uses(prod, out) < 0) return KILN_ERR_NOMEM;
+  if (shape) ir_node_move_after(shape, k); /* the reshape now reads k's result */
+  if (ir_value_replace_all_uses(n->outputs[0], shape ? shape->outputs[0] : out) < 0)
+    return KILN_ERR_NOMEM;
+  int rc = ir_node_remove(n);
+  if (rc == 0) rc = ir_node_remove(mm);
+  if (rc == 0 && c->n_uses == 0) rc = ir_node_remove(le);
+  return rc < 0 ? rc : 1;
+}
+
+static int threshold_block(ir_graph *g, ir_block *b) {
+  int made = 0, rc;
+  for (ir_node *n = b->first, *next; n; n = next) {
+    next = n->next;
+    for (int i = 0; i < n->n_blocks; i++) {
+      if ((rc = threshold_block(g, n->blocks[i])) < 0) return rc;
+      made += rc;
+    }
+    if ((rc = threshold_epilogue(g, n)) < 0) return rc;
+    made += rc;
+  }
+  return made;
+}
+
+int pass_threshold_epilogue(ir_graph *g) { return threshold_block(g, ir_graph_top(g)); }

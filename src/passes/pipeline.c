@@ -25,6 +25,7 @@ static int s_gemm_epilogue(ir_graph *g, const pass_opts *o) { return pass_gemm_e
 static int s_add_epilogue(ir_graph *g, const pass_opts *o) { return pass_add_epilogue(g, false); }
 static int s_add_epilogue_lazy(ir_graph *g, const pass_opts *o) { return pass_add_epilogue(g, true); }
 static int s_fuse(ir_graph *g, const pass_opts *o) { return pass_fuse(g); }
+static int s_threshold(ir_graph *g, const pass_opts *o) { return pass_threshold_epilogue(g); }
 static int s_schedule(ir_graph *g, const pass_opts *o) { return pass_schedule_collectives(g); }
 static int s_hoist(ir_graph *g, const pass_opts *o) { return pass_hoist_results(g); }
 
@@ -124,6 +125,7 @@ static const pass_step lazy_steps[] = {
     {"cleanup", NULL, &pass_pipeline_cleanup, 0},
     {"gemm_epilogue", s_gemm_epilogue, NULL, 0},
     {"add_epilogue", s_add_epilogue_lazy, NULL, 0},
+    {"threshold_epilogue", s_threshold, NULL, 0},
     {"fuse", s_fuse, NULL, 0},
     {"dce", s_dce, NULL, 0},
     {"hoist_results", s_hoist, NULL, 0},

@@ -392,3 +392,34 @@ TEST(lazy_momentum_update_is_one_gemm) {
   kiln_generator_free(g);
   kiln_scope_end();
 }
+
+/* Note [Threshold epilogue]: in a two-layer MLP's backward, relu's mask on
+ * the second layer's input gradient (dZ @ W2) runs as that GEMM's
+ * epilogue; the first layer's gradients are eager mode's. */
+TEST(lazy_relu_backward_on_a_product_gets_a_gemm_epilogue) {
+  kiln_generator *g = kiln_generator_new(4);
+  kiln_scope_begin();
+  kiln_tensor *xc = kiln_randn(2, (int64_t[]){40, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *w1c = kiln_randn(2, (int64_t[]){36, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *w2c = kiln_randn(2, (int64_t[]){3, 36}, KILN_DTYPE_F32, g);
+  kiln_tensor *grads[2] = {0};
+  for (int lazy = 0; lazy < 2; lazy++) {
+    kiln_tensor *w1 = lazy ? kiln_to_lazy(w1c) : kiln_detach(w1c);
+    kiln_set_requires_grad(w1, true);
+    kiln_tensor *x = lazy ? kiln_to_lazy(xc) : xc, *w2 = lazy ? kiln_to_lazy(w2c) : w2c;
+    kiln_tensor *z = kiln_linear(kiln_relu(kiln_linear(x, w1, NULL)), w2, NULL);
+    kiln_tensor *l = kiln_sum(kiln_mul(z, z), NULL, 0, false);
+    CHECK(l && kiln_backward(l, NULL) == 0);
+    grads[lazy] = lazy ? kiln_to_cpu(kiln_tensor_grad(w1)) : kiln_tensor_grad(w1);
+  }
+  char *t = kiln_lazy_last_compiled_graph();
+  CHECK_STR_CONTAINS(t, "aten::kiln_mm_threshold_backward");
+  CHECK(t && !strstr(t, "aten::where("));
+  kiln_free(t);
+  CHECK(grads[0] && grads[1]);
+  for (int i = 0; grads[0] && grads[1] && i < 36 * 5; i++)
+    CHECK_NEAR(core_get_flat(grads[1], i), core_get_flat(grads[0], i),
+               1e-5 * (1 + fabs(core_get_flat(grads[0], i))));
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
