@@ -227,8 +227,10 @@ int op_dsplit_ind_decompose(const op_val *a, int n, kiln_tensor **outs, int max)
 }
 
 /* ---- flips and rolls -------------------------------------------------------------------- */
-/* x reversed along dim: index_select with n-1 .. 0 */
+/* x reversed along dim: index_select with n-1 .. 0. NULL (a failed
+ * step before, its error set) gives NULL: rot90 chains two. */
 static kiln_tensor *flip1(kiln_tensor *x, int dim) {
+  if (!x) return NULL;
   int64_t len = x->shape[dim];
   if (len <= 1) return x;
   kiln_tensor *ix = kiln_arange((double)(len - 1), -1, -1, KILN_DTYPE_I64);
@@ -271,8 +273,10 @@ int op_flipud_decompose(const op_val *a, int n, kiln_tensor **outs, int max) {
   kiln_tensor *r = flip1(x, 0);
   return op_out1(r == x ? kiln_clone(x) : r, outs);
 }
-/* roll along dim by s: cat(x[n - s:], x[:n - s]) */
+/* roll along dim by s: cat(x[n - s:], x[:n - s]); NULL gives NULL (a
+ * failed reshape before it, its error set) */
 static kiln_tensor *roll1(kiln_tensor *x, int dim, int64_t s) {
+  if (!x) return NULL;
   int64_t len = x->shape[dim];
   if (len == 0) return x;
   s = ((s % len) + len) % len;

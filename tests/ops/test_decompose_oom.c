@@ -128,3 +128,56 @@ TEST(trapezoid_rules_fail_cleanly_at_every_allocation) {
   }
   CHECK(total > 6);
 }
+
+/* Found by `make fuzz FUZZ_OOM=1` (fuzz_run, seed
+ * fuzz/seeds/run/rot90_oom.ir): rot90 with k = 2 flipped the NULL of a
+ * failed first flip (UBSan: member access within a null pointer, flip1 in
+ * src/ops/shape_extra.c); flip over two dims had the same chain, and roll
+ * without dims rolled a failed reshape's NULL. A Short
+ * [3, 4, 5] input (its flips widen nothing): at every allocation the
+ * value of a call that never failed, or NULL with an out-of-memory error. */
+TEST(rot90_flip_and_roll_fail_cleanly_at_every_allocation) {
+  int total = 0;
+  /* rot90 k = 1, 2, 3; flip(dims = [0, 2]); roll of the flattened
+   * transpose (its reshape copies: the same bug in roll1) */
+  for (int v = 0; v < 5; v++) {
+    kiln_scope_begin();
+    int16_t data[60];
+    for (int i = 0; i < 60; i++) data[i] = (int16_t)(i * 7 - 100);
+    kiln_tensor *x = kiln_from_data(data, 3, (int64_t[]){3, 4, 5}, KILN_DTYPE_I16);
+    static const int64_t dims[2] = {0, 2}, shift[1] = {7};
+    op_val args[3] = {OPV_T(x), OPV_I(v + 1), OPV_INTS(dims, 2)};
+    int op = v < 3 ? KILN_OP_ROT90 : v == 3 ? KILN_OP_FLIP : KILN_OP_ROLL;
+    if (v == 3) args[1] = OPV_INTS(dims, 2);
+    if (v == 4) {
+      args[0] = OPV_T(kiln_transpose(x, 0, 2));
+      args[1] = OPV_INTS(shift, 1);
+      args[2] = OPV_INTS(dims, 0);
+    }
+    int na = v == 3 ? 2 : 3;
+    kiln_tensor *want = op_call1(op, args, na);
+    CHECK_MSG(want != NULL, "%s: %s", op_table[op].name, kiln_last_error());
+    for (long k = 1; want && k < 10000; k++) {
+      kiln_scope_begin();
+      kiln_clear_error();
+      core_alloc_fail_at(k);
+      kiln_tensor *got = op_call1(op, args, na);
+      long made = core_alloc_fail_at(0);
+      if (got) {
+        CHECK(kiln_tensor_numel(got) == 60);
+        for (int64_t i = 0; i < 60 && kiln_tensor_numel(got) == 60; i++)
+          CHECK_MSG(core_get_flat(got, i) == core_get_flat(want, i), "%s %d at %ld: [%lld]",
+                    op_table[op].name, v, k, (long long)i);
+      } else {
+        CHECK_MSG(made >= k && strstr(kiln_last_error(), "out of memory"), "%s %d at %ld: %s",
+                  op_table[op].name, v, k, kiln_last_error());
+      }
+      kiln_scope_end();
+      if (made < k) break;
+      total++;
+    }
+    kiln_scope_end();
+  }
+  CHECK(total > 8);
+  test_note("%d failure points", total);
+}
