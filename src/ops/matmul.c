@@ -364,6 +364,31 @@ int op_addmm_activation_infer(const op_val *a, int n, op_meta *o, int m) {
   return 1;
 }
 
+/* C[n, m] (contiguous) = alpha * x @ y + beta * D, 2-d x and y of any
+ * strides, with the epilogue ep on C's blocks (Note [Block epilogue]):
+ * the GEMM of _addmm_activation and kiln_mm_threshold_backward. Returns
+ * < 0 on OOM. */
+static int gemm2d_ep(const kiln_tensor *x, const kiln_tensor *y, double alpha, double beta,
+                     const op_gemm_addend *add, void *C, op_gemm_epilogue ep, void *ctx) {
+  int64_t nr = x->shape[0], k = x->shape[1], nc = y->shape[1];
+  gemm_arg A, B;
+  int rc;
+  if ((rc = gemm_arg_init(&A, x, true)) < 0) return rc;
+  if ((rc = gemm_arg_init(&B, y, true)) < 0) {
+    kiln_release(A.copy);
+    return rc;
+  }
+  op_pack_src src; /* Note [Packed B cache] */
+  op_pack_src_of(B.copy ? NULL : y, &src);
+  op_pack_src prev = op_pack_src_swap(&src);
+  op_gemm_ep(x->dtype, A.trans, B.trans, nr, nc, k, alpha, A.base, A.ld, B.base, B.ld, beta, add,
+             C, nc > 1 ? nc : 1, ep, ctx);
+  op_pack_src_swap(&prev);
+  kiln_release(A.copy);
+  kiln_release(B.copy);
+  return 0;
+}
+
 typedef struct act_ctx {
   op_tile_fn tile;
   op_attrs attrs;
@@ -394,9 +419,7 @@ int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
   bool gelu = a[5].b;
   kiln_dtype dt = x->dtype;
   act_ctx ctx = {op_table[gelu ? KILN_OP_GELU : KILN_OP_RELU].tiles[dt], {{1.0, NAN, NAN, NAN}}, dt};
-  gemm_arg A, B;
   op_gemm_addend d;
-  int rc;
   bool direct = beta != 0 && addend_of(a[0].t, x, &d);
   if (beta != 0 && !direct) op_copy_into(o[0], a[0].t);
   int64_t nr = x->shape[0], k = x->shape[1], nc = y->shape[1];
@@ -414,20 +437,7 @@ int op_addmm_activation_cpu(const op_val *a, int n, kiln_tensor **o, int m) {
     act_epilogue(core_data(t), nr, nc, nc, &ctx);
     return 0;
   }
-  if ((rc = gemm_arg_init(&A, x, true)) < 0) return rc;
-  if ((rc = gemm_arg_init(&B, y, true)) < 0) {
-    kiln_release(A.copy);
-    return rc;
-  }
-  op_pack_src src; /* Note [Packed B cache] */
-  op_pack_src_of(B.copy ? NULL : y, &src);
-  op_pack_src prev = op_pack_src_swap(&src);
-  op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, alpha, A.base, A.ld, B.base, B.ld, beta,
-             direct ? &d : NULL, core_data(o[0]), nc > 1 ? nc : 1, act_epilogue, &ctx);
-  op_pack_src_swap(&prev);
-  kiln_release(A.copy);
-  kiln_release(B.copy);
-  return 0;
+  return gemm2d_ep(x, y, alpha, beta, direct ? &d : NULL, core_data(o[0]), act_epilogue, &ctx);
 }
 
 /* y = act(z), z = addmm(...): the activation's formula gives dz, then
@@ -536,23 +546,9 @@ int op_kiln_mm_threshold_backward_cpu(const op_val *a, int n, kiln_tensor **o, i
   if (k == 0) { /* an empty sum: C = 0, then the mask */
     memset(core_data(o[0]), 0, (size_t)(nr * nc) * kiln_dtype_size(dt));
     thr_epilogue(core_data(o[0]), nr, nc, nc, &ctx);
-    goto done;
+  } else {
+    rc = gemm2d_ep(x, y, 1.0, 0.0, NULL, core_data(o[0]), thr_epilogue, &ctx);
   }
-  gemm_arg A, B;
-  if ((rc = gemm_arg_init(&A, x, true)) < 0) goto done;
-  if ((rc = gemm_arg_init(&B, y, true)) < 0) {
-    kiln_release(A.copy);
-    goto done;
-  }
-  op_pack_src src; /* Note [Packed B cache] */
-  op_pack_src_of(B.copy ? NULL : y, &src);
-  op_pack_src prev = op_pack_src_swap(&src);
-  op_gemm_ep(dt, A.trans, B.trans, nr, nc, k, 1.0, A.base, A.ld, B.base, B.ld, 0.0, NULL,
-             core_data(o[0]), nc > 1 ? nc : 1, thr_epilogue, &ctx);
-  op_pack_src_swap(&prev);
-  kiln_release(A.copy);
-  kiln_release(B.copy);
-done:
   kiln_release(own);
   return rc;
 }

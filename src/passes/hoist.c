@@ -68,8 +68,8 @@ int pass_hoist_results(ir_graph *g) {
   for (ir_node *x = b->first; x; x = x->next, k++) {
     nodes[k] = x;
     pos[x->id] = k;
-    hoist[k] = result_only(b, x) && !pass_has_side_effects(x, true) && !pass_alias_writes(x);
     barrier[k] = pass_has_side_effects(x, true) || pass_alias_writes(x);
+    hoist[k] = !barrier[k] && result_only(b, x);
   }
   int last_barrier = -1, last_fixed = -1; /* the latest node that stays where it is */
   for (int i = 0; i < n; i++) {

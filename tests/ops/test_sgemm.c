@@ -2,8 +2,9 @@
  * against a double-precision loop: every transpose, shapes on and off the
  * kernel's panel, block and K-slice edges, padded leading dimensions,
  * alpha/beta (beta 0 never reads C), an addend apart from C (a matrix, a
- * bias row), the threaded split through mm, and addmm's bias read as the
- * addend through every slice. */
+ * bias row), a block epilogue on half the products (each element once,
+ * after the last K slice: Note [Block epilogue]), the threaded split
+ * through mm, and addmm's bias read as the addend through every slice. */
 #include <stdlib.h>
 
 #include "ops/op.h"
