@@ -136,7 +136,8 @@ static int compile(const sync_graph *g, exec_code **out) {
   int rc;
   if (!ins) return KILN_ERR_NOMEM;
   for (int i = 0; i < g->n_inputs; i++) ins[i] = (lazy_value){g->inputs[i], 0};
-  rc = pass_lazy_to_ir(ins, g->n_inputs, g->roots, g->n_roots, PASS_LAZY_SCALARS_AS_INPUTS, &lg);
+  rc = pass_lazy_to_ir(ins, g->n_inputs, g->roots, g->n_roots,
+                       PASS_LAZY_SCALARS_AS_INPUTS | PASS_LAZY_RECORDED_ORDER, &lg);
   core_free(ins);
   if (rc < 0) return rc;
   if (lg.n_extra) {

@@ -38,6 +38,7 @@ struct lazy_node {
   uint64_t shape_free_hash; /* the same without device-data shapes (recompile reasons) */
   kiln_tensor *data;     /* LAZY_DATA: the CPU tensor (owned) */
   uint8_t scalar_tag;    /* LAZY_DATA of a Scalar: OP_VAL_INT/FLOAT/BOOL */
+  uint64_t seq;          /* creation order on its thread (Note [Recorded order]) */
   uint64_t visit;        /* traversal scratch */
   int post_id;           /* traversal scratch */
 };

@@ -70,6 +70,8 @@ void lazy_node_release(lazy_node *n) {
  * at its type's alignment; the counts are an op's arity and outputs. */
 static size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
+static _Thread_local uint64_t next_seq;
+
 static lazy_node *node_alloc(int n_args, int n_operands, int n_outs) {
   if (n_args < 0 || n_operands < 0 || n_outs < 0 || n_args > 4096 || n_operands > 4096 ||
       n_outs > 4096) {
@@ -88,6 +90,7 @@ static lazy_node *node_alloc(int n_args, int n_operands, int n_outs) {
   if (!b) return NULL;
   lazy_node *n = (lazy_node *)b;
   n->refcount = 1;
+  n->seq = ++next_seq;
   n->n_args = n_args;
   n->n_operands = n_operands;
   n->n_outs = n_outs;

@@ -14,8 +14,11 @@ enum {
   PASS_LAZY_SCALARS_AS_INPUTS = 1 << 0, /* Scalar device data become graph
                                            inputs (lazy steps: a new lr must
                                            not recompile) instead of constants */
-  PASS_LAZY_ALLOW_SYMBOLIC = 1 << 1     /* data-less data nodes may become
+  PASS_LAZY_ALLOW_SYMBOLIC = 1 << 1,    /* data-less data nodes may become
                                            extra inputs */
+  PASS_LAZY_RECORDED_ORDER = 1 << 2     /* nodes in the order they were
+                                           recorded, not the outputs'
+                                           post-order (Note [Recorded order]) */
 };
 
 typedef struct pass_lazy_graph {

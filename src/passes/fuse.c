@@ -215,13 +215,39 @@ static bool same_tensor_type(const ir_type *a, const ir_type *b) {
  * known nonzero: a constant, or in a lazy graph any number input (Note
  * [Special scalars]: 0 and 1 are recorded as constants, so a run-time
  * number never is 0). The result is rounded once (beta * y + product in
- * one FMA) instead of twice. Returns 1 if n was rewritten. */
+ * one FMA) instead of twice.
+ *
+ * The addmm takes the mm's place when it can (Note [GEMM at its
+ * product's place]), else the add's. Returns 1 if n was rewritten. */
 static bool nonzero_number(const ir_value *s, bool numbers_nonzero) {
   if (s->type->kind != IR_TYPE_FLOAT && s->type->kind != IR_TYPE_INT) return false;
   pass_const c;
   if (pass_const_of(s, &c))
     return (c.tag == PASS_C_INT && c.i != 0) || (c.tag == PASS_C_FLOAT && c.f != 0);
   return numbers_nonzero;
+}
+
+/* Note [GEMM at its product's place]: an optimizer's add comes after the
+ * whole backward, so an addmm at the add would run there, reading its
+ * operands (an output gradient, an activation: megabytes) back from DRAM
+ * long after they were made; the mm ran in the backward, right after them.
+ * So the addmm goes where the mm was when everything it reads that the mm
+ * did not (the addend, beta, alpha) is defined before the mm and no node
+ * between the two writes memory or has side effects. Is that so? */
+static bool defined_before(const ir_value *v, const ir_node *mm) {
+  const ir_node *d = v->node;
+  if (!d || d->owner != mm->owner || d == mm->owner->param) return true;
+  for (const ir_node *x = mm->next; x; x = x->next)
+    if (x == d) return false;
+  return d != mm;
+}
+
+static bool at_product(const ir_node *mm, const ir_node *add, ir_value *const *extra, int n) {
+  for (int i = 0; i < n; i++)
+    if (!defined_before(extra[i], mm)) return false;
+  for (const ir_node *x = mm->next; x && x != add; x = x->next)
+    if (pass_has_side_effects(x, true) || pass_alias_writes(x)) return false;
+  return true;
 }
 
 static int add_epilogue(ir_graph *g, ir_node *n, bool numbers_nonzero) {
@@ -252,7 +278,8 @@ static int add_epilogue(ir_graph *g, ir_node *n, bool numbers_nonzero) {
       if (ir_node_add_input(am, ins[i]) < 0) return KILN_ERR_NOMEM;
     ir_value *y = ir_node_add_output(am, n->outputs[0]->type);
     if (!y) return KILN_ERR_NOMEM;
-    ir_node_insert_before(am, n);
+    ir_value *extra[3] = {x, beta, n->inputs[2]};
+    ir_node_insert_before(am, at_product(mm, n, extra, 3) ? mm : n);
     if (ir_value_replace_all_uses(n->outputs[0], y) < 0) return KILN_ERR_NOMEM;
     int rc = ir_node_remove(n);
     if (rc == 0) rc = ir_node_remove(mm);

@@ -8,15 +8,20 @@
  * that made it until the end. resnet18's 47 MB of gradients do not fit
  * the 32 MB L3: the updates read most of them back from DRAM. This pass
  * moves each node whose every output is used only by the graph's return,
- * and which is the last reader of a tensor made in the graph (the
- * gradient: a node that frees nothing would only hold its result longer),
- * up to just after the last node that (a) defines one of its inputs,
+ * and which reads a tensor made in the graph (the gradient; a node that
+ * reads only the graph's inputs stays: it would only hold its result
+ * longer), up to just after the last node that (a) defines one of its inputs,
  * (b) also reads one of its tensor inputs (so an input that died at the
  * node still dies there: the update keeps writing the parameter's buffer
  * in place, Note [Fused buffer reuse]), or (c) writes memory or has side
  * effects (nothing moves across those). The update then runs while its
  * gradient is in cache, and the gradient's buffer is free for the rest of
- * the backward. Other such nodes do not count for (b): two readers of one
+ * the backward. (Until stop 43 the node also had to be the last reader of
+ * that tensor; an update whose gradient GEMM also wrote the momentum, Note
+ * [GEMM at its product's place] in fuse.c, frees nothing, yet reads the
+ * new momentum from cache when it moves, and its result, which the graph
+ * returns, is held to the end anyway: the update writes it into the
+ * parameter's buffer.) Other such nodes do not count for (b): two readers of one
  * tensor may run in either order. Only the top block of a graph without
  * If/Loop nodes is reordered (lazy graphs have none). The order of the
  * graph's values, and so what it computes, is unchanged; the collective
@@ -80,21 +85,19 @@ int pass_hoist_results(ir_graph *g) {
     }
     ir_node *x = nodes[i];
     int at = last_barrier; /* the latest node x must stay after */
-    bool frees = false;    /* is x the last reader of a tensor made here? */
+    bool reads_made = false; /* does x read a tensor made here? */
     for (int j = 0; j < x->n_inputs; j++) {
       const ir_value *v = x->inputs[j];
       int p = pos_in(b, pos, max_id, v->node);
       if (p > at) at = p;
       if (v->type->kind != IR_TYPE_TENSOR) continue;
-      bool last = p >= 0;
+      reads_made |= p >= 0;
       for (int u = 0; u < v->n_uses; u++) {
         int q = pos_in(b, pos, max_id, v->uses[u].user);
-        if (q > i || q < 0) last = false;
         if (q >= 0 && q < i && !hoist[q] && q > at) at = q;
       }
-      frees |= last;
     }
-    if (frees && at < last_fixed) { /* a node that stays comes between: x moves */
+    if (reads_made && at < last_fixed) { /* a node that stays comes between: x moves */
       anchor[i] = at >= 0 ? nodes[at] : NULL;
       moved++;
     } else {

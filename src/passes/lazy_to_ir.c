@@ -7,6 +7,7 @@
  *            %2 : Float(4, 4) = aten::mm(%0, %1)
  *            return (%2)
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "autodiff.h"
@@ -21,16 +22,71 @@ typedef struct conv {
   /* node -> its IR outputs (set when converted) */
   lazy_node **keys;
   ir_value ***vals;
+  uint64_t *order;    /* per map entry: its place in the recorded order */
   int n_map, cap_map;
+  /* PASS_LAZY_RECORDED_ORDER: the nodes made, appended at the end */
+  struct pending {
+    ir_node *x;
+    uint64_t key;
+    int sub, i;
+  } *pend;
+  int n_pend, cap_pend;
+  uint64_t key; /* the key of the node being converted (its constants get it) */
 } conv;
 
-static ir_value **map_get(conv *c, const lazy_node *n) {
-  for (int i = c->n_map - 1; i >= 0; i--)
-    if (c->keys[i] == n) return c->vals[i];
-  return NULL;
+/* Note [Recorded order]: pass_lazy_to_ir converts a node after its
+ * operands, so the IR's order is the outputs' post-order. For a lazy
+ * training step that is a poor schedule: the first output (the first
+ * parameter's update) pulls in the whole forward and backward, and every
+ * other gradient's GEMM and bias sum then runs at the end, reading its
+ * operands (activations, output gradients: megabytes each) back from DRAM
+ * long after they were made. Eagerly, each of those ran in the backward
+ * right after the gradient it reads. With PASS_LAZY_RECORDED_ORDER (the
+ * lazy step's compile) the nodes are placed in the order they were
+ * recorded, which is the order eager mode would have run them in: a node's
+ * key is its creation number (lazy_node.seq), raised to one more than its
+ * operands' keys where needed, so the order is topological even for nodes
+ * recorded on another thread. A node's constants and list constructs go
+ * just before it, its list unpack just after. Hashing and the graph's
+ * inputs still follow the post-order (lazy_sync.c): a graph recorded in
+ * another order with the same hash reuses the first one's code, which
+ * computes the same values. */
+static int pend_add(conv *c, ir_node *x, uint64_t key, int sub) {
+  if (!(c->flags & PASS_LAZY_RECORDED_ORDER)) {
+    ir_node_append(ir_graph_top(c->g), x);
+    return 0;
+  }
+  if (c->n_pend == c->cap_pend) {
+    int cap = c->cap_pend ? c->cap_pend * 2 : 64;
+    struct pending *p = core_realloc(c->pend, (size_t)cap * sizeof *p);
+    if (!p) return KILN_ERR_NOMEM;
+    c->pend = p;
+    c->cap_pend = cap;
+  }
+  c->pend[c->n_pend] = (struct pending){x, key, sub, c->n_pend};
+  c->n_pend++;
+  return 0;
 }
 
-static int map_put(conv *c, lazy_node *n, ir_value **v) {
+static int pend_cmp(const void *a, const void *b) {
+  const struct pending *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->sub != y->sub) return x->sub - y->sub;
+  return x->i - y->i;
+}
+
+static int map_find(const conv *c, const lazy_node *n) {
+  for (int i = c->n_map - 1; i >= 0; i--)
+    if (c->keys[i] == n) return i;
+  return -1;
+}
+
+static ir_value **map_get(conv *c, const lazy_node *n) {
+  int i = map_find(c, n);
+  return i >= 0 ? c->vals[i] : NULL;
+}
+
+static int map_put(conv *c, lazy_node *n, ir_value **v, uint64_t order) {
   if (c->n_map == c->cap_map) {
     int cap = c->cap_map ? c->cap_map * 2 : 64;
     lazy_node **k = core_realloc(c->keys, (size_t)cap * sizeof *k);
@@ -39,9 +95,13 @@ static int map_put(conv *c, lazy_node *n, ir_value **v) {
     ir_value ***v2 = core_realloc(c->vals, (size_t)cap * sizeof *v2);
     if (!v2) return KILN_ERR_NOMEM;
     c->vals = v2;
+    uint64_t *o2 = core_realloc(c->order, (size_t)cap * sizeof *o2);
+    if (!o2) return KILN_ERR_NOMEM;
+    c->order = o2;
     c->cap_map = cap;
   }
   c->keys[c->n_map] = n;
+  c->order[c->n_map] = order;
   c->vals[c->n_map++] = v;
   return 0;
 }
@@ -57,7 +117,8 @@ static int input_pos(const conv *c, const lazy_node *n, int index) {
   return -1;
 }
 
-static ir_value *constant(ir_graph *g, const op_val *v, const ir_type **type_out) {
+static ir_value *constant(conv *c, const op_val *v, const ir_type **type_out) {
+  ir_graph *g = c->g;
   ir_node *n = ir_node_new_prim(g, IR_PRIM_CONSTANT);
   if (!n) return NULL;
   const ir_type *t = ir_type_none();
@@ -75,8 +136,7 @@ static ir_value *constant(ir_graph *g, const op_val *v, const ir_type **type_out
   }
   if (rc < 0 || !t) return NULL;
   ir_value *out = ir_node_add_output(n, t);
-  if (!out) return NULL;
-  ir_node_append(ir_graph_top(g), n);
+  if (!out || pend_add(c, n, c->key, 0) < 0) return NULL;
   if (type_out) *type_out = t;
   return out;
 }
@@ -100,7 +160,8 @@ static ir_value **convert_data(conv *c, lazy_node *n) {
     if (n->scalar_tag == OP_VAL_INT) v.i = *(const int64_t *)core_data(n->data);
     else if (n->scalar_tag == OP_VAL_BOOL) v.b = *(const bool *)core_data(n->data);
     else v.f = core_get_flat(n->data, 0);
-    out[0] = constant(c->g, &v, NULL);
+    c->key = n->seq;
+    out[0] = constant(c, &v, NULL);
   } else {
     if (!n->data && !(c->flags & PASS_LAZY_ALLOW_SYMBOLIC)) {
       core_error(KILN_ERR_STATE, "lazy_to_ir: a symbolic value is not an input of the graph");
@@ -120,7 +181,7 @@ static ir_value **convert_data(conv *c, lazy_node *n) {
                                                        : tensor_type(c->g, &n->metas[0]);
     out[0] = t ? ir_block_add_param(ir_graph_top(c->g), t, NULL) : NULL;
   }
-  if (!out[0] || map_put(c, n, out) < 0) return NULL;
+  if (!out[0] || map_put(c, n, out, n->seq) < 0) return NULL;
   return out;
 }
 
@@ -135,8 +196,17 @@ static ir_value **convert_node(conv *c, lazy_node *n) {
     core_error(KILN_ERR_UNSUPPORTED, "lazy_to_ir: %s has too many arguments", info->name);
     return NULL;
   }
+  /* the operands first, then n's key: after theirs (Note [Recorded order]) */
+  uint64_t key = n->seq;
+  for (int k = 0; k < n->n_operands && (c->flags & PASS_LAZY_RECORDED_ORDER); k++) {
+    lazy_node *o = n->operands[k].node;
+    if (!value_of(c, o, n->operands[k].index)) return NULL;
+    int at = map_find(c, o);
+    if (at >= 0 && c->order[at] >= key) key = c->order[at] + 1;
+  }
   for (int k = 0; k < n->n_args; k++) {
     int oi = n->arg_operand[k];
+    c->key = key;
     switch (n->arg_kind[k]) {
     case LAZY_ARG_TENSOR:
     case LAZY_ARG_SCALAR:
@@ -150,10 +220,10 @@ static ir_value **convert_node(conv *c, lazy_node *n) {
         if (!v || ir_node_add_input(l, v) < 0) return NULL;
       }
       args[k] = ir_node_add_output(l, ir_type_list(c->g, ir_type_tensor()));
-      if (args[k]) ir_node_append(ir_graph_top(c->g), l);
+      if (args[k] && pend_add(c, l, key, 0) < 0) return NULL;
       break;
     }
-    default: args[k] = constant(c->g, &n->args[k], NULL); break;
+    default: args[k] = constant(c, &n->args[k], NULL); break;
     }
     if (!args[k]) return NULL;
   }
@@ -164,19 +234,18 @@ static ir_value **convert_node(conv *c, lazy_node *n) {
     if (ir_node_add_input(x, args[k]) < 0) return NULL;
   if (info->flags & OPF_LIST_OUT) {
     ir_value *list = ir_node_add_output(x, ir_type_list(c->g, ir_type_tensor()));
-    if (!list) return NULL;
-    ir_node_append(ir_graph_top(c->g), x);
+    if (!list || pend_add(c, x, key, 1) < 0) return NULL;
     ir_node *u = ir_node_new_prim(c->g, IR_PRIM_LIST_UNPACK);
     if (!u || ir_node_add_input(u, list) < 0) return NULL;
     for (int i = 0; i < n->n_outs; i++)
       if (!(out[i] = ir_node_add_output(u, tensor_type(c->g, &n->metas[i])))) return NULL;
-    ir_node_append(ir_graph_top(c->g), u);
+    if (pend_add(c, u, key, 2) < 0) return NULL;
   } else {
     for (int i = 0; i < n->n_outs; i++)
       if (!(out[i] = ir_node_add_output(x, tensor_type(c->g, &n->metas[i])))) return NULL;
-    ir_node_append(ir_graph_top(c->g), x);
+    if (pend_add(c, x, key, 1) < 0) return NULL;
   }
-  if (map_put(c, n, out) < 0) return NULL;
+  if (map_put(c, n, out, key) < 0) return NULL;
   return out;
 }
 
@@ -236,12 +305,18 @@ int pass_lazy_to_ir(const lazy_value *inputs, int n_inputs, const lazy_value *ou
       goto fail;
     }
   }
+  if (c.n_pend) { /* Note [Recorded order] */
+    qsort(c.pend, (size_t)c.n_pend, sizeof *c.pend, pend_cmp);
+    for (int i = 0; i < c.n_pend; i++) ir_node_append(top, c.pend[i].x);
+  }
   if ((rc = values_only_pooling(c.g)) < 0) goto fail;
   res->g = c.g;
   res->extra = c.extra;
   res->n_extra = c.n_extra;
   core_free(c.keys);
   core_free(c.vals);
+  core_free(c.order);
+  core_free(c.pend);
   return 0;
 fail:
   if (rc == -1 && !kiln_last_error()[0]) core_error(KILN_ERR_NOMEM, "lazy_to_ir: out of memory");
@@ -249,5 +324,7 @@ fail:
   core_free(c.extra);
   core_free(c.keys);
   core_free(c.vals);
+  core_free(c.order);
+  core_free(c.pend);
   return rc < 0 ? rc : KILN_ERR_NOMEM;
 }

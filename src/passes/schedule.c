@@ -2,10 +2,10 @@
  * last step: the execution order of a graph's all-reduces.
  *
  * Note [Collective schedule]: the instruction code runs nodes in block
- * order, so the order of a graph's nodes is its schedule. The lazy graph's
- * post-order (pass_lazy_to_ir) puts each aten::kiln_all_reduce_wait right
- * after its aten::kiln_all_reduce_start: the all-reduce would run with
- * nothing to overlap. This pass reorders the top block by a list schedule
+ * order, so the order of a graph's nodes is its schedule. In the order
+ * pass_lazy_to_ir gives (Note [Recorded order]) an aten::kiln_all_reduce_wait
+ * can come right after its aten::kiln_all_reduce_start: the all-reduce would
+ * run with nothing to overlap. This pass reorders the top block by a list schedule
  * (Kahn's topological sort, choosing among the ready nodes):
  *   1. a ready start first: it runs right after its last producer;
  *   2. then the other nodes, those that feed the earliest start first

@@ -507,6 +507,76 @@ TEST(fusion_add_epilogue_takes_the_scale) {
   kiln_scope_end();
 }
 
+/* Note [GEMM at its product's place]: the momentum addmm runs where the mm
+ * was (before the tanh between them) when its addend and beta are defined
+ * before the mm; an addend made after the mm, or a write between the two,
+ * keeps it at the add. Values as unfused in every case. */
+static const char *place_graph(int which) {
+  switch (which) {
+  case 0: /* %y is an input: the addmm goes to the mm's place */
+    return "graph(%y : Float(4, 5, device=cpu), %a : Float(4, 3, device=cpu),\n"
+           "      %b : Float(3, 5, device=cpu), %s : float):\n"
+           "  %one : int = prim::Constant[value=1]()\n"
+           "  %m : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+           "  %t : Float(4, 3, device=cpu) = aten::tanh(%a)\n"
+           "  %x : Float(4, 5, device=cpu) = aten::mul(%y, %s)\n"
+           "  %r : Float(4, 5, device=cpu) = aten::add(%x, %m, %one)\n"
+           "  return (%r, %t)\n";
+  case 1: /* the addend is made after the mm: the add's place */
+    return "graph(%y : Float(4, 5, device=cpu), %a : Float(4, 3, device=cpu),\n"
+           "      %b : Float(3, 5, device=cpu), %s : float):\n"
+           "  %one : int = prim::Constant[value=1]()\n"
+           "  %m : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+           "  %t : Float(4, 3, device=cpu) = aten::tanh(%a)\n"
+           "  %e : Float(4, 5, device=cpu) = aten::exp(%y)\n"
+           "  %x : Float(4, 5, device=cpu) = aten::mul(%e, %s)\n"
+           "  %r : Float(4, 5, device=cpu) = aten::add(%x, %m, %one)\n"
+           "  return (%r, %t)\n";
+  default: /* a write between the two: the add's place */
+    return "graph(%y : Float(4, 5, device=cpu), %a : Float(4, 3, device=cpu),\n"
+           "      %b : Float(3, 5, device=cpu), %s : float):\n"
+           "  %one : int = prim::Constant[value=1]()\n"
+           "  %m : Float(4, 5, device=cpu) = aten::mm(%a, %b)\n"
+           "  %t : Float(4, 5, device=cpu) = aten::relu_(%y)\n"
+           "  %x : Float(4, 5, device=cpu) = aten::mul(%y, %s)\n"
+           "  %r : Float(4, 5, device=cpu) = aten::add(%x, %m, %one)\n"
+           "  return (%r, %t)\n";
+  }
+}
+
+TEST(fusion_add_epilogue_takes_the_products_place) {
+  kiln_scope_begin();
+  kiln_generator *gen = kiln_generator_new(10);
+  kiln_tensor *y = kiln_randn(2, (int64_t[]){4, 5}, KILN_DTYPE_F32, gen);
+  kiln_tensor *a = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F32, gen);
+  kiln_tensor *b = kiln_randn(2, (int64_t[]){3, 5}, KILN_DTYPE_F32, gen);
+  for (int which = 0; which < 3; which++) {
+    const char *text = place_graph(which);
+    ir_graph *g = ir_graph_parse(text, strlen(text));
+    CHECK(g && pass_add_epilogue(g, true) == 1);
+    char *t = g ? ir_graph_print(g, IR_PRINT_NO_SOURCE) : NULL;
+    const char *am = t ? strstr(t, "aten::addmm(") : NULL;
+    const char *mid = t ? strstr(t, which == 2 ? "aten::relu_(" : "aten::tanh(") : NULL;
+    CHECK(am && mid);
+    if (am && mid) CHECK(which == 0 ? am < mid : am > mid);
+    if (which == 0) CHECK(t && !strstr(t, "aten::mul("));
+    core_free(t);
+    kiln_tensor *yc = kiln_clone(y); /* relu_ writes it */
+    exec_value in[4] = {TV(yc), TV(a), TV(b), {.tag = EXEC_V_FLOAT, .f = 0.75}}, out[2] = {{0}};
+    kiln_tensor *base = which == 1 ? kiln_exp(y) : which == 2 ? kiln_relu(y) : y;
+    kiln_tensor *want = kiln_add(kiln_mul_scalar(base, 0.75), kiln_mm(a, b));
+    CHECK(run_once(g, in, out) == 0);
+    for (int i = 0; out[0].tag == EXEC_V_TENSOR && i < 20; i++)
+      CHECK_NEAR(core_get_flat(out[0].t, i), core_get_flat(want, i),
+                 1e-6 * (1 + fabs(core_get_flat(want, i))));
+    exec_value_clear(&out[0]);
+    exec_value_clear(&out[1]);
+    ir_graph_free(g);
+  }
+  kiln_generator_free(gen);
+  kiln_scope_end();
+}
+
 /* Horizontal fusion can gather more inputs than the fused executor takes
  * (64): 40 independent adds of distinct pairs, one shape, 80 inputs. The
  * group must still give the right values (it runs unfused). */

@@ -100,6 +100,32 @@ TEST(lazy_backward_and_update) {
   kiln_generator_free(g);
 }
 
+/* Note [Recorded order]: the compiled graph runs nodes in the order they
+ * were recorded, not the output's post-order. s = (x W2) W3 - x W1 visits
+ * x W2 first; x W1 was recorded first and runs first. */
+TEST(lazy_graph_keeps_the_recorded_order) {
+  kiln_generator *g = kiln_generator_new(33);
+  kiln_scope_begin();
+  kiln_tensor *xc = kiln_randn(2, (int64_t[]){4, 3}, KILN_DTYPE_F32, g);
+  kiln_tensor *w1c = kiln_randn(2, (int64_t[]){3, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *w2c = kiln_randn(2, (int64_t[]){3, 6}, KILN_DTYPE_F32, g);
+  kiln_tensor *w3c = kiln_randn(2, (int64_t[]){6, 5}, KILN_DTYPE_F32, g);
+  kiln_tensor *x = kiln_to_lazy(xc), *w1 = kiln_to_lazy(w1c), *w2 = kiln_to_lazy(w2c),
+              *w3 = kiln_to_lazy(w3c);
+  kiln_tensor *p = kiln_mm(x, w1);                  /* recorded first */
+  kiln_tensor *r = kiln_mm(kiln_mm(x, w2), w3);
+  kiln_tensor *sc = kiln_to_cpu(kiln_sub(r, p)); /* r is the first operand */
+  char *t = kiln_lazy_last_compiled_graph();
+  const char *first = t ? strstr(t, "Float(4, 5, device=cpu) = aten::mm(") : NULL;
+  const char *second = t ? strstr(t, "Float(4, 6, device=cpu) = aten::mm(") : NULL;
+  CHECK(first && second && first < second);
+  kiln_free(t);
+  kiln_tensor *want = kiln_sub(kiln_mm(kiln_mm(xc, w2c), w3c), kiln_mm(xc, w1c));
+  for (int64_t i = 0; sc && i < 20; i++) CHECK_NEAR(core_get_flat(sc, i), core_get_flat(want, i), 1e-5);
+  kiln_scope_end();
+  kiln_generator_free(g);
+}
+
 TEST(lazy_compile_runs_the_jit_passes) {
   int64_t sh[2] = {64, 32};
   kiln_generator *g = kiln_generator_new(31);

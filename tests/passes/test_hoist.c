@@ -1,8 +1,8 @@
 /* tests/passes/test_hoist.c: pass_hoist_results (Note [Hoisting
  * results]): a node whose results only leave the graph moves up to just
  * after the last node that defines or also reads one of its tensor
- * inputs, never across a write; nodes used inside the graph, and a graph
- * already in that order, stay. The interpreter checks that the meaning is
+ * inputs, never across a write, when it reads a tensor made in the graph;
+ * nodes used inside the graph, and a graph already in that order, stay. The interpreter checks that the meaning is
  * kept (th_expect runs both graphs). */
 #include "harness.h"
 
@@ -33,6 +33,24 @@ TEST(pass_hoist_moves_updates_up_to_their_gradients) {
                  "  %z : Float(4, 4) = aten::tanh(%h)\n"
                  "  return (%u1, %u2, %z)\n",
             2);
+}
+
+/* An update that frees nothing, because the graph also returns what it
+ * reads (a momentum its gradient GEMM wrote), still moves up to that
+ * tensor's maker: %u after %g. */
+TEST(pass_hoist_moves_an_update_reading_a_returned_tensor) {
+  th_expect("hoist returned", hoist,
+            HEAD "  %g : Float(4, 4) = aten::mm(%x, %p1)\n"
+                 "  %h : Float(4, 4) = aten::relu(%x)\n"
+                 "  %z : Float(4, 4) = aten::tanh(%h)\n"
+                 "  %u : Float(4, 4) = aten::sub(%p2, %g, %w)\n"
+                 "  return (%u, %g, %z)\n",
+            HEAD "  %g : Float(4, 4) = aten::mm(%x, %p1)\n"
+                 "  %u : Float(4, 4) = aten::sub(%p2, %g, %w)\n"
+                 "  %h : Float(4, 4) = aten::relu(%x)\n"
+                 "  %z : Float(4, 4) = aten::tanh(%h)\n"
+                 "  return (%u, %g, %z)\n",
+            1);
 }
 
 /* A parameter read by a later node keeps the update after that reader
