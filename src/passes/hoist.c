@@ -16,12 +16,12 @@
  * in place, Note [Fused buffer reuse]), or (c) writes memory or has side
  * effects (nothing moves across those). The update then runs while its
  * gradient is in cache, and the gradient's buffer is free for the rest of
- * the backward. (Until stop 43 the node also had to be the last reader of
- * that tensor; an update whose gradient GEMM also wrote the momentum, Note
- * [GEMM at its product's place] in fuse.c, frees nothing, yet reads the
- * new momentum from cache when it moves, and its result, which the graph
- * returns, is held to the end anyway: the update writes it into the
- * parameter's buffer.) Other such nodes do not count for (b): two readers of one
+ * the backward. The node need not be the last reader of that tensor: an
+ * update whose gradient GEMM also wrote the momentum (Note [GEMM at its
+ * product's place] in fuse.c) frees nothing, since the graph returns the
+ * momentum, yet reads it from cache when it moves, and its own result is
+ * held to the end anyway (the update writes it into the parameter's
+ * buffer). Other such nodes do not count for (b): two readers of one
  * tensor may run in either order. Only the top block of a graph without
  * If/Loop nodes is reordered (lazy graphs have none). The order of the
  * graph's values, and so what it computes, is unchanged; the collective
