@@ -233,20 +233,15 @@ static bool nonzero_number(const ir_value *s, bool numbers_nonzero) {
  * long after they were made; the mm ran in the backward, right after them.
  * So the addmm goes where the mm was when everything it reads that the mm
  * did not (the addend, beta, alpha) is defined before the mm and no node
- * between the two writes memory or has side effects. Is that so? */
-static bool defined_before(const ir_value *v, const ir_node *mm) {
-  const ir_node *d = v->node;
-  if (!d || d->owner != mm->owner || d == mm->owner->param) return true;
-  for (const ir_node *x = mm->next; x; x = x->next)
-    if (x == d) return false;
-  return d != mm;
-}
-
+ * between the two writes memory or has side effects. Is that so? (The
+ * add reads them, so each is defined before it: after the mm means
+ * between the two.) */
 static bool at_product(const ir_node *mm, const ir_node *add, ir_value *const *extra, int n) {
-  for (int i = 0; i < n; i++)
-    if (!defined_before(extra[i], mm)) return false;
-  for (const ir_node *x = mm->next; x && x != add; x = x->next)
+  for (const ir_node *x = mm->next; x && x != add; x = x->next) {
     if (pass_has_side_effects(x, true) || pass_alias_writes(x)) return false;
+    for (int i = 0; i < n; i++)
+      if (extra[i]->node == x) return false;
+  }
   return true;
 }
 

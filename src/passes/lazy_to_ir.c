@@ -31,7 +31,6 @@ typedef struct conv {
     int sub, i;
   } *pend;
   int n_pend, cap_pend;
-  uint64_t key; /* the key of the node being converted (its constants get it) */
 } conv;
 
 /* Note [Recorded order]: pass_lazy_to_ir converts a node after its
@@ -117,7 +116,8 @@ static int input_pos(const conv *c, const lazy_node *n, int index) {
   return -1;
 }
 
-static ir_value *constant(conv *c, const op_val *v, const ir_type **type_out) {
+/* A constant for the node of recorded-order key `key` (Note [Recorded order]). */
+static ir_value *constant(conv *c, const op_val *v, uint64_t key) {
   ir_graph *g = c->g;
   ir_node *n = ir_node_new_prim(g, IR_PRIM_CONSTANT);
   if (!n) return NULL;
@@ -136,8 +136,7 @@ static ir_value *constant(conv *c, const op_val *v, const ir_type **type_out) {
   }
   if (rc < 0 || !t) return NULL;
   ir_value *out = ir_node_add_output(n, t);
-  if (!out || pend_add(c, n, c->key, 0) < 0) return NULL;
-  if (type_out) *type_out = t;
+  if (!out || pend_add(c, n, key, 0) < 0) return NULL;
   return out;
 }
 
@@ -160,8 +159,7 @@ static ir_value **convert_data(conv *c, lazy_node *n) {
     if (n->scalar_tag == OP_VAL_INT) v.i = *(const int64_t *)core_data(n->data);
     else if (n->scalar_tag == OP_VAL_BOOL) v.b = *(const bool *)core_data(n->data);
     else v.f = core_get_flat(n->data, 0);
-    c->key = n->seq;
-    out[0] = constant(c, &v, NULL);
+    out[0] = constant(c, &v, n->seq);
   } else {
     if (!n->data && !(c->flags & PASS_LAZY_ALLOW_SYMBOLIC)) {
       core_error(KILN_ERR_STATE, "lazy_to_ir: a symbolic value is not an input of the graph");
@@ -206,7 +204,6 @@ static ir_value **convert_node(conv *c, lazy_node *n) {
   }
   for (int k = 0; k < n->n_args; k++) {
     int oi = n->arg_operand[k];
-    c->key = key;
     switch (n->arg_kind[k]) {
     case LAZY_ARG_TENSOR:
     case LAZY_ARG_SCALAR:
@@ -223,7 +220,7 @@ static ir_value **convert_node(conv *c, lazy_node *n) {
       if (args[k] && pend_add(c, l, key, 0) < 0) return NULL;
       break;
     }
-    default: args[k] = constant(c, &n->args[k], NULL); break;
+    default: args[k] = constant(c, &n->args[k], key); break;
     }
     if (!args[k]) return NULL;
   }

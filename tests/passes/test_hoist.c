@@ -2,8 +2,9 @@
  * results]): a node whose results only leave the graph moves up to just
  * after the last node that defines or also reads one of its tensor
  * inputs, never across a write, when it reads a tensor made in the graph;
- * nodes used inside the graph, and a graph already in that order, stay. The interpreter checks that the meaning is
- * kept (th_expect runs both graphs). */
+ * nodes used inside the graph, and a graph already in that order, stay.
+ * The interpreter checks that the meaning is kept (th_expect runs both
+ * graphs). */
 #include "harness.h"
 
 static int hoist(ir_graph *g) { return pass_hoist_results(g); }
