@@ -687,6 +687,50 @@ TEST(fusion_native_kernel_built_once_after_enough_work) {
   kiln_scope_end();
 }
 
+/* Building a new kernel with the Nth allocation failing, for every N until
+ * a run meets no failure: each run fails with an error or gives the
+ * values; a later run after a failure gives them too (the failed build left
+ * no half-made kernel in the cache). kernel_build once wrote through the
+ * NULL of its first failed allocation (found by `make fuzz FUZZ_OOM=1`). */
+TEST(fusion_kernel_build_survives_every_allocation_failure) {
+  kiln_scope_begin();
+  kiln_generator *g = kiln_generator_new(23);
+  int64_t n = 37;
+  kiln_tensor *x = kiln_randn(1, &n, KILN_DTYPE_F32, g);
+  exec_value in[3] = {TV(x), TV(kiln_scalar(1.5, KILN_DTYPE_F32)),
+                      TV(kiln_scalar(-0.25, KILN_DTYPE_F32))};
+  int prev = exec_fusion_cc_set_mode(0);
+  fused_group *f = arith_group(0.3125); /* a constant no other test uses: a new kernel */
+  CHECK(f != NULL);
+  int failed = 0, ok = 0;
+  for (long at = 1; f && at < 10000; at++) {
+    long before = core_alloc_failures();
+    core_alloc_fail_at(at);
+    exec_value out[1] = {{0}};
+    int rc = exec_fused_group_run(f, in, out);
+    core_alloc_fail_at(0);
+    bool hit = core_alloc_failures() != before;
+    if (rc < 0) {
+      CHECK_MSG(hit, "at %ld: failed without an allocation failing: %s", at, kiln_last_error());
+      CHECK_MSG(kiln_last_error()[0] != 0, "at %ld: failed with no error", at);
+      failed++;
+    } else {
+      const float *px = kiln_tensor_data(x), *py = kiln_tensor_data(out[0].t);
+      int64_t bad = 0;
+      for (int64_t i = 0; i < n; i++) bad += py[i] != arith_ref(px[i], 0.3125f);
+      CHECK_MSG(bad == 0, "at %ld: %lld elements differ", at, (long long)bad);
+      kiln_release(out[0].t);
+      ok++;
+      if (!hit) break;
+    }
+  }
+  CHECK_MSG(failed > 0 && ok > 0, "%d failed runs, %d good ones", failed, ok);
+  exec_fusion_cc_set_mode(prev);
+  exec_fused_group_free(f);
+  kiln_generator_free(g);
+  kiln_scope_end();
+}
+
 /* Outputs larger than the last-level cache go through the streaming-store
  * loop (Note [Native stores]), with a tail that is not a whole block. */
 TEST(fusion_native_streaming_kernel_matches_tiles) {
