@@ -329,10 +329,7 @@ static fkernel *kernel_build(fused_group *f, const exec_value *in) {
   fkernel *kn = core_calloc(1, sizeof *kn);
   if (kn) kn->steps = core_calloc((size_t)(f->n_steps ? f->n_steps : 1), sizeof *kn->steps);
   kiln_tensor *fakes = core_calloc((size_t)(f->n_steps + f->n_in + 1), sizeof *fakes);
-  if (!kn || !kn->steps || !fakes) {
-    core_error(KILN_ERR_NOMEM, "FusionGroup: out of memory for a kernel");
-    goto fail;
-  }
+  if (!kn || !kn->steps || !fakes) goto fail; /* core_calloc set the error */
   kn->refs = 1; /* the cache's */
   memcpy(kn->sig, sig, (size_t)f->n_in);
   memcpy(kn->tier, tier, (size_t)f->n_in);
